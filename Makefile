@@ -1,0 +1,35 @@
+# Set-up and the two jobs of the README. Override the torch pin with `make demo TORCH=torch==X`.
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test install install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+
+# torch is installed first, on its own, so that the pin decides which build is used
+# (a CPU wheel here) before any other package can ask for a CUDA one.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install "$(TORCH)"
+	$(BIN)/pip install -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: install
+	$(BIN)/genbench zoo build mnist1d-demogen
+	$(BIN)/genbench zoo info mnist1d-demogen
+
+test: install-test
+	$(BIN)/python -m pytest -q tests
+
+clean:
+	rm -rf $(VENV)

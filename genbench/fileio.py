@@ -1,0 +1,44 @@
+"""Atomic writes and content hashes: nothing half-written is ever read, every file can be checked."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON to `path` atomically."""
+    return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")

@@ -1,0 +1,52 @@
+"""Architecture families by name: each is built from a JSON-able config and names its probe layers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from ..errors import GenbenchError, did_you_mean
+
+_FAMILIES: dict[str, type[nn.Module]] = {}
+
+
+def register_family(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    """Class decorator that makes a family buildable as `build_model(name, config)`."""
+
+    def deco(cls: type[nn.Module]) -> type[nn.Module]:
+        if name in _FAMILIES:
+            raise GenbenchError(f"architecture family {name!r} is already registered")
+        cls.family = name
+        _FAMILIES[name] = cls
+        return cls
+
+    return deco
+
+
+def list_families() -> list[str]:
+    """Names of the registered architecture families."""
+    return sorted(_FAMILIES)
+
+
+def build_model(family: str, config: dict[str, Any]) -> nn.Module:
+    """Instantiate `family` from `config` (the dict stored in every checkpoint's header)."""
+    if family not in _FAMILIES:
+        raise did_you_mean(family, _FAMILIES, what="architecture family")
+    try:
+        return _FAMILIES[family](**config)
+    except (TypeError, ValueError) as e:
+        raise GenbenchError(f"bad config for architecture family {family!r}: {e}") from None
+
+
+def probe_layers(model: nn.Module) -> list[str]:
+    """Module names of the probe layers: input plus three evenly spaced hidden representations."""
+    return list(model.probe_layers())
+
+
+def evenly_spaced(names: list[str], k: int = 3) -> list[str]:
+    """Pick `k` evenly spaced entries of `names`, always including the last (DEMOGEN section 3.2)."""
+    if len(names) <= k:
+        return list(names)
+    n = len(names)
+    return [names[round((i + 1) * n / k) - 1] for i in range(k)]

@@ -1,0 +1,165 @@
+"""`build_zoo`: expand a recipe, skip the models already built, train the rest in stacked groups,
+and write each group's checkpoints, rows and manifest atomically (so a killed build resumes)."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import __version__
+from ..device import resolve_device
+from ..errors import GenbenchError
+from ..fileio import write_json_atomic, write_text_atomic
+from ..paths import zoos_dir
+from .card import dataset_card
+from .data import EMBEDDED, Pool, load_pool, train_subset
+from .recipe import ModelSpec, Recipe, load_recipe
+from .storage import DATASET, MANIFEST, TABLE, Zoo, read_table, save_checkpoint, write_table
+from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
+
+MAX_GROUP = 64
+
+
+def recipe_fingerprint(recipe: Recipe) -> str:
+    """Hash of everything in a recipe that changes the models (not its name or description)."""
+    keys = ("seed", "dataset", "family", "arch", "grid", "train", "twins")
+    blob = json.dumps({k: getattr(recipe, k) for k in keys}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def plan_groups(specs: list[ModelSpec], max_group: int = MAX_GROUP) -> list[list[ModelSpec]]:
+    """Partition models into stackable groups of at most `max_group`, in recipe order."""
+    by_key: dict[str, list[ModelSpec]] = {}
+    for s in specs:
+        by_key.setdefault(group_key(s), []).append(s)
+    groups = []
+    for members in by_key.values():
+        n_chunks = -(-len(members) // max_group)
+        size = -(-len(members) // n_chunks)
+        groups += [members[i:i + size] for i in range(0, len(members), size)]
+    return groups
+
+
+def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, limit: int | None = None,
+              device: str | None = None, overrides: dict[str, Any] | None = None, progress: bool = True,
+              max_group: int = MAX_GROUP) -> Zoo:
+    """Build (or finish building) the zoo of `recipe` in `out` (default $GENBENCH_HOME/zoos/NAME)."""
+    if not isinstance(recipe, Recipe):
+        recipe = load_recipe(recipe, overrides)
+    elif overrides:
+        raise GenbenchError("pass overrides with a recipe name or path, not with a parsed Recipe")
+    device = resolve_device(device)
+    root = Path(out) if out is not None else zoos_dir() / recipe.name
+    root.mkdir(parents=True, exist_ok=True)
+    fingerprint = recipe_fingerprint(recipe)
+    manifest = _existing_manifest(root, fingerprint)
+    specs = recipe.expand()
+    if limit is not None:
+        if limit < 1:
+            raise GenbenchError(f"--limit must be at least 1, got {limit}")
+        specs = specs[:limit]
+    table = read_table(root)
+    done = set() if table is None else set(table["model_id"])
+    todo = [g for g in plan_groups(specs, max_group) if any(s.model_id not in done for s in g)]
+    pool = load_pool(recipe.dataset)
+    if manifest is None:
+        manifest = _new_manifest(recipe, fingerprint, pool, device)
+        if recipe.dataset["name"] in EMBEDDED:
+            manifest["files"][DATASET] = save_checkpoint(root / DATASET, pool.tensors(), {"dataset": recipe.dataset["name"]})
+        write_json_atomic(root / MANIFEST, manifest)
+    total = sum(len(g) * int(g[0].train["epochs"]) for g in todo)
+    bar = tqdm(total=total, desc=f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} "
+               f"models to train on {device})", unit="model-epoch", disable=not progress)
+    dataset_name = str(recipe.dataset.get("path", recipe.dataset["name"]))
+    for group in todo:
+        ran = [0]
+
+        def tick(active: int, group=group, ran=ran) -> None:
+            ran[0] += 1
+            bar.update(len(group))
+
+        trained = _train(group, pool, device, tick)
+        bar.update(len(group) * (int(group[0].train["epochs"]) - ran[0]))  # epochs saved by early stopping
+        rows = [_write_model(root, t, pool, device, dataset_name) for t in trained if t.spec.model_id not in done]
+        table = pd.DataFrame(rows) if table is None else pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
+        manifest["files"][TABLE] = write_table(root, table)
+        manifest["updated"] = _now()
+        write_json_atomic(root / MANIFEST, manifest)
+        done |= {r["model_id"] for r in rows}
+    bar.close()
+    zoo = Zoo(root)
+    write_text_atomic(root / "README.md", dataset_card(zoo))
+    return zoo
+
+
+def _train(group: list[ModelSpec], pool: Pool, device: str, tick) -> list[Trained]:
+    flush = torch.set_flush_denormal(True)  # denormal gradients late in training stall the CPU
+    try:
+        return train_group(group, pool, device, on_epoch=tick)
+    finally:
+        if flush:
+            torch.set_flush_denormal(False)
+
+
+def _existing_manifest(root: Path, fingerprint: str) -> dict[str, Any] | None:
+    path = root / MANIFEST
+    if not path.exists():
+        return None
+    manifest = json.loads(path.read_text())
+    if manifest.get("recipe_fingerprint") != fingerprint:
+        raise GenbenchError(f"{root} holds a zoo built from a different recipe (or different overrides); "
+                            "build into another folder with --out, or delete that folder to start over")
+    return manifest
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _new_manifest(recipe: Recipe, fingerprint: str, pool: Pool, device: str) -> dict[str, Any]:
+    return {
+        "format_version": 1, "name": recipe.name, "version": recipe.version, "description": recipe.description,
+        "recipe": recipe.text, "recipe_fingerprint": fingerprint,
+        "recipe_effective": {k: getattr(recipe, k) for k in ("seed", "dataset", "family", "arch", "train", "twins")},
+        "dataset": recipe.dataset, "num_classes": pool.num_classes, "data_kind": pool.kind,
+        "in_shape": pool.in_shape, "train_pool_size": len(pool.y_train), "test_size": len(pool.y_test),
+        "grid": recipe.grid, "twins": recipe.twins, "genbench_version": __version__,
+        "torch_version": torch.__version__, "device": device, "created": _now(), "files": {},
+    }
+
+
+def _write_model(root: Path, t: Trained, pool: Pool, device: str, dataset_name: str) -> dict[str, Any]:
+    """Save one trained model's checkpoints and measure its metrics with the one-model code path."""
+    spec = t.spec
+    arch = full_arch(spec, pool)
+    meta = {"family": spec.family, "arch": arch, "model_id": spec.model_id,
+            "genbench_version": __version__}
+    ckpt, init_ckpt = f"checkpoints/{spec.model_id}.safetensors", f"checkpoints/{spec.model_id}.init.safetensors"
+    sha = save_checkpoint(root / ckpt, t.state, meta)
+    init_sha = save_checkpoint(root / init_ckpt, t.init_state, meta)
+    model = init_model(spec, pool)
+    model.load_state_dict(t.state)
+    model.to(device)
+    idx, labels = train_subset(pool, train_size=spec.train["train_size"], label_noise=spec.train["label_noise"],
+                               data_seed=spec.data_seed)
+    train_acc, train_loss = evaluate_model(model, pool.x_train[idx], labels)
+    test_acc, test_loss = evaluate_model(model, pool.x_test, pool.y_test)
+    hp = {f"hp.{k}": v for k, v in spec.hp.items()}
+    hp["hp.train_size"] = len(idx)
+    return {
+        "model_id": spec.model_id, **hp, "family": spec.family, "arch": json.dumps(arch),
+        "dataset": dataset_name, "train_indices_seed": spec.data_seed,
+        "init_seed": spec.init_seed, "run_seed": spec.run_seed,
+        "train_acc": train_acc, "test_acc": test_acc, "train_loss": train_loss, "test_loss": test_loss,
+        "gap": train_acc - test_acc, "epochs": t.epochs, "steps": t.steps, "converged": t.converged,
+        "twin_of": spec.twin_of, "perturbation": spec.perturbation,
+        "checkpoint": ckpt, "checkpoint_sha256": sha, "init_checkpoint": init_ckpt, "init_sha256": init_sha,
+        "train_seconds": t.seconds,
+    }
+

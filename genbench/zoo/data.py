@@ -1,0 +1,148 @@
+"""Datasets a zoo trains on (MNIST-1D generated offline, sklearn digits, Hugging Face images), the
+per-model training subsets and label corruption derived from recorded seeds, and augmentations."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import GenbenchError, did_you_mean
+
+
+@dataclass(frozen=True)
+class Pool:
+    """All examples a zoo can draw from: the training pool and the clean test set."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    kind: str  # "signal" (1-D vectors) or "image" (C x H x W); decides the augmentation
+
+    @property
+    def in_shape(self) -> list[int]:
+        return list(self.x_train.shape[1:])
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The four tensors, as stored in a zoo's dataset.safetensors."""
+        return {"x_train": self.x_train, "y_train": self.y_train, "x_test": self.x_test, "y_test": self.y_test}
+
+
+def _mnist1d(spec: dict[str, Any]) -> Pool:
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args(as_dict=True)
+    unknown = set(spec) - set(args) - {"name"}
+    if unknown:
+        raise GenbenchError(f"dataset mnist1d: unknown generator argument(s) {sorted(unknown)}; "
+                            f"allowed: {sorted(k for k in args if k != 'url')}")
+    args.update({k: v for k, v in spec.items() if k != "name"})
+    state = np.random.get_state()  # make_dataset reseeds numpy's global generator
+    try:
+        data = make_dataset(_ObjectView(args))
+    finally:
+        np.random.set_state(state)
+    f = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32)  # noqa: E731
+    y = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.int64)  # noqa: E731
+    return Pool(f(data["x"]), y(data["y"]), f(data["x_test"]), y(data["y_test"]), 10, "signal")
+
+
+class _ObjectView:
+    def __init__(self, d: dict[str, Any]):
+        self.__dict__ = d
+
+
+def _digits(spec: dict[str, Any]) -> Pool:
+    from sklearn.datasets import load_digits
+
+    test_fraction = float(spec.get("test_fraction", 0.3))
+    seed = int(spec.get("seed", 0))
+    d = load_digits()
+    x = torch.as_tensor(d.data / 16.0, dtype=torch.float32)
+    x = (x - x.mean()) / x.std()
+    y = torch.as_tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = perm[:n_test].sort().values, perm[n_test:].sort().values
+    return Pool(x[train], y[train], x[test], y[test], 10, "signal")
+
+
+def _hf(spec: dict[str, Any]) -> Pool:
+    from .hf_images import load_image_classification, to_float
+
+    kwargs = {k: v for k, v in spec.items() if k in ("revision", "image_column", "label_column",
+                                                     "train_split", "test_split", "cache_dir")}
+    if "path" not in spec:
+        raise GenbenchError("dataset 'hf' needs a 'path' (a Hub repo id such as uoft-cs/cifar10, or a local directory)")
+    data = load_image_classification(spec["path"], **kwargs)
+    x_train = data.x_train.float() / 255.0
+    mean, std = x_train.mean(dim=(0, 2, 3)), x_train.std(dim=(0, 2, 3))
+    return Pool(to_float(data.x_train, mean, std), data.y_train, to_float(data.x_test, mean, std),
+                data.y_test, int(data.num_classes), "image")
+
+
+DATASETS = {"mnist1d": _mnist1d, "digits": _digits, "hf": _hf}
+EMBEDDED = {"mnist1d", "digits"}  # small enough to be stored inside the zoo
+
+
+def load_pool(spec: dict[str, Any]) -> Pool:
+    """Materialise the dataset a recipe names (never downloads MNIST-1D: it is generated)."""
+    name = spec.get("name")
+    if name not in DATASETS:
+        raise did_you_mean(str(name), DATASETS, what="dataset", hint="Set dataset.name in the recipe.")
+    return DATASETS[name](spec)
+
+
+def train_subset(pool: Pool, *, train_size: int | None, label_noise: float, data_seed: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices into the training pool and the labels as trained (corrupted ones included).
+
+    Subsets are the first n of a seeded permutation, and corruption is drawn per pool position, so
+    subsets of one seed are nested across train sizes and share their corrupted labels. A corrupted
+    label is replaced by a different class chosen uniformly.
+    """
+    n_pool = len(pool.y_train)
+    n = n_pool if train_size is None else int(train_size)
+    if not 0 < n <= n_pool:
+        raise GenbenchError(f"train_size {n} is outside 1..{n_pool} (the size of the training pool)")
+    if not 0.0 <= label_noise < 1.0:
+        raise GenbenchError(f"label_noise {label_noise} must be in [0, 1)")
+    g = torch.Generator().manual_seed(int(data_seed))
+    perm = torch.randperm(n_pool, generator=g)
+    flip = torch.rand(n_pool, generator=g) < label_noise
+    offset = torch.randint(1, pool.num_classes, (n_pool,), generator=g)
+    idx = perm[:n]
+    labels = pool.y_train[idx].clone()
+    corrupt = flip[:n]
+    labels[corrupt] = (labels[corrupt] + offset[:n][corrupt]) % pool.num_classes
+    return idx, labels
+
+
+def augment(x: torch.Tensor, kind: str, gen: torch.Generator, *, shift: int = 4, noise: float = 0.1
+            ) -> torch.Tensor:
+    """Random augmentation of one model's batch: circular shift + Gaussian noise for 1-D signals,
+    random crop (zero padding `shift`) + horizontal flip for images. Random numbers come from `gen`
+    on the CPU so that a model's stream is the same on every device and in every grouping."""
+    b = x.shape[0]
+    if kind == "signal":
+        length = x.shape[-1]
+        s = torch.randint(-shift, shift + 1, (b,), generator=gen)
+        eps = torch.randn(x.shape, generator=gen) * noise
+        idx = (torch.arange(length)[None, :] - s[:, None]) % length
+        idx = idx.to(x.device).view(b, *([1] * (x.dim() - 2)), length).expand_as(x)
+        return torch.gather(x, -1, idx) + eps.to(x.device)
+    if kind == "image":
+        _, _, h, w = x.shape
+        dy = torch.randint(0, 2 * shift + 1, (b,), generator=gen).to(x.device)
+        dx = torch.randint(0, 2 * shift + 1, (b,), generator=gen).to(x.device)
+        flip = (torch.rand(b, generator=gen) < 0.5).to(x.device)
+        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        padded = torch.nn.functional.pad(x, (shift, shift, shift, shift))
+        rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])
+        cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])
+        padded = torch.gather(padded, 2, rows[:, None, :, None].expand(b, x.shape[1], h, padded.shape[-1]))
+        return torch.gather(padded, 3, cols[:, None, None, :].expand(b, x.shape[1], h, w))
+    raise GenbenchError(f"no augmentation for data kind {kind!r}")

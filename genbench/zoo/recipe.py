@@ -1,0 +1,241 @@
+"""Zoo recipes: a YAML file naming the dataset, the family, the grid and the training schedule,
+expanded into one `ModelSpec` per model (twins for fragility included)."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import GenbenchError, did_you_mean
+
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "optimizer": "sgd",        # "sgd" (with momentum) or "adam"
+    "lr": 0.01,
+    "momentum": 0.9,
+    "weight_decay": 0.0,       # L2 added to the gradient, as torch.optim does
+    "batch_size": 128,
+    "epochs": 30,              # the cap when a stopping rule is set
+    "lr_milestones": [],       # epochs at which the learning rate is multiplied by lr_gamma
+    "lr_gamma": 0.1,
+    "augment": False,
+    "aug_shift": 4,
+    "aug_noise": 0.1,
+    "label_noise": 0.0,
+    "train_size": None,        # None: the whole training pool
+    "stop": None,              # None or {"metric": "train_acc"|"train_loss", "threshold": float}
+    "seed": 0,                 # replicate index
+}
+OPTIMIZERS = ("sgd", "adam")
+TOP_KEYS = {"name", "version", "description", "seed", "dataset", "family", "arch", "grid", "train", "twins"}
+ABBREV = {"width": "w", "depth": "d", "batchnorm": "bn", "dropout": "do", "weight_decay": "wd",
+          "augment": "aug", "label_noise": "ln", "lr": "lr", "optimizer": "opt", "batch_size": "bs",
+          "train_size": "n", "seed": "s", "norm": "norm", "channels": "c"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything needed to train one model of a zoo, and the row it will get in models.parquet."""
+
+    model_id: str
+    family: str
+    arch: dict[str, Any]
+    train: dict[str, Any]
+    hp: dict[str, Any]
+    init_seed: int
+    data_seed: int
+    run_seed: int
+    twin_of: str | None = None
+    perturbation: str | None = None
+
+
+@dataclass
+class Recipe:
+    """A parsed, validated recipe; `text` is the YAML verbatim, as recorded in zoo.json."""
+
+    name: str
+    version: int
+    description: str
+    seed: int
+    dataset: dict[str, Any]
+    family: str
+    arch: dict[str, Any]
+    grid: dict[str, list[Any]]
+    train: dict[str, Any]
+    twins: list[dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def axes(self) -> list[str]:
+        """The grid axes, in recipe order (twins add `lr` / `optimizer` as perturbations, not axes)."""
+        return list(self.grid)
+
+    def expand(self) -> list[ModelSpec]:
+        """All models of the zoo in a fixed order: each grid point, then its twins."""
+        specs = []
+        for values in itertools.product(*self.grid.values()):
+            point = dict(zip(self.grid, values))
+            base = self._spec(point, None)
+            specs.append(base)
+            for twin in self.twins:
+                specs.append(self._spec(point, twin, base.model_id))
+        return specs
+
+    def _spec(self, point: dict[str, Any], twin: dict[str, Any] | None, base_id: str | None = None) -> ModelSpec:
+        arch = {**self.arch, **{k: v for k, v in point.items() if k not in TRAIN_DEFAULTS}}
+        train = {**self.train, **{k: v for k, v in point.items() if k in TRAIN_DEFAULTS}}
+        if twin is not None:
+            for k, factor in twin.get("scale", {}).items():
+                train[k] = train[k] * factor
+            train.update(twin.get("set", {}))
+        ident = "_".join(f"{ABBREV.get(k, k)}{_fmt(v)}" for k, v in point.items()) or "m"
+        model_id = ident if twin is None else f"{ident}__{twin['name']}"
+        hp = {**{k: v for k, v in arch.items()}, **{k: v for k, v in train.items()
+                                                    if k not in ("stop", "lr_milestones")}}
+        return ModelSpec(
+            model_id=model_id, family=self.family, arch=arch, train=train, hp=hp,
+            init_seed=_seed(self.seed, ident, "init"),
+            data_seed=_seed(self.seed, f"s{train['seed']}", "data"),
+            run_seed=_seed(self.seed, ident, "run"),
+            twin_of=base_id, perturbation=None if twin is None else twin["name"])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(int(v))
+    return str(v)
+
+
+def _seed(*parts: Any) -> int:
+    """A 31-bit seed derived from names, stable across runs, machines and Python versions."""
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def recipes_dir() -> Path:
+    """Where named recipes live: $GENBENCH_RECIPES, else the repository's model_zoo/."""
+    env = os.environ.get("GENBENCH_RECIPES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "model_zoo"
+
+
+def list_recipes() -> list[str]:
+    """Names of the recipes shipped in model_zoo/."""
+    d = recipes_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def find_recipe(name_or_path: str | os.PathLike) -> Path:
+    """Resolve a recipe name (model_zoo/NAME.yaml) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise GenbenchError(f"recipe file {str(p)!r} does not exist")
+        return p
+    candidate = recipes_dir() / f"{name_or_path}.yaml"
+    if candidate.is_file():
+        return candidate
+    raise did_you_mean(str(name_or_path), list_recipes(), what="recipe",
+                       hint="`genbench zoo list` shows the recipes; a path to a .yaml file also works.")
+
+
+def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Recipe:
+    """Read, override (dotted keys such as `train.epochs`) and validate a recipe."""
+    path = find_recipe(name_or_path)
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise GenbenchError(f"recipe {path}: not valid YAML: {e}") from None
+    raw = copy.deepcopy(raw)
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value, path)
+    return parse_recipe(raw, text=text, where=str(path))
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: Any, where: Path) -> None:
+    parts = key.split(".")
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise GenbenchError(f"recipe {where}: cannot override {key!r}: {part!r} is not a mapping")
+    node[parts[-1]] = value
+
+
+def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
+    """Validate a recipe mapping; every error names the key and what was expected."""
+    def bad(key: str, expected: str, got: Any) -> GenbenchError:
+        return GenbenchError(f"{where}: key {key!r}: expected {expected}, got {got!r}")
+
+    if not isinstance(raw, dict):
+        raise bad("<top>", "a mapping", raw)
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise did_you_mean(k, TOP_KEYS, what=f"top-level key in {where}:")
+    for key in ("name", "dataset", "family", "grid"):
+        if key not in raw:
+            raise GenbenchError(f"{where}: missing required key {key!r}")
+    if not isinstance(raw["name"], str) or not raw["name"]:
+        raise bad("name", "a non-empty string", raw["name"])
+    if not isinstance(raw["dataset"], dict) or "name" not in raw["dataset"]:
+        raise bad("dataset", "a mapping with a 'name'", raw["dataset"])
+    from ..models import list_families
+    if raw["family"] not in list_families():
+        raise did_you_mean(str(raw["family"]), list_families(), what=f"architecture family in {where}:")
+    arch = raw.get("arch") or {}
+    if not isinstance(arch, dict):
+        raise bad("arch", "a mapping of architecture settings", arch)
+    grid = raw["grid"]
+    if not isinstance(grid, dict) or not grid:
+        raise bad("grid", "a non-empty mapping axis -> list of values", grid)
+    for axis, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise bad(f"grid.{axis}", "a non-empty list of values", values)
+        if len(set(map(repr, values))) != len(values):
+            raise bad(f"grid.{axis}", "distinct values", values)
+    train = dict(TRAIN_DEFAULTS)
+    given = raw.get("train") or {}
+    if not isinstance(given, dict):
+        raise bad("train", "a mapping of training settings", given)
+    for k in given:
+        if k not in TRAIN_DEFAULTS:
+            raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key in {where}: train.")
+    train.update(given)
+    _check_train(train, grid, bad)
+    twins = raw.get("twins") or []
+    if not isinstance(twins, list):
+        raise bad("twins", "a list of {name, scale|set}", twins)
+    for i, t in enumerate(twins):
+        if not isinstance(t, dict) or "name" not in t or not ({"scale", "set"} & set(t)):
+            raise bad(f"twins[{i}]", "a mapping with 'name' and 'scale' and/or 'set'", t)
+        for k in list(t.get("scale", {})) + list(t.get("set", {})):
+            if k not in TRAIN_DEFAULTS:
+                raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key in {where}: twins[{i}].")
+    recipe = Recipe(name=raw["name"], version=int(raw.get("version", 1)), description=str(raw.get("description", "")),
+                    seed=int(raw.get("seed", 0)), dataset=dict(raw["dataset"]), family=raw["family"], arch=dict(arch),
+                    grid={k: list(v) for k, v in grid.items()}, train=train, twins=list(twins), text=text)
+    ids = [s.model_id for s in recipe.expand()]
+    if len(set(ids)) != len(ids):
+        raise GenbenchError(f"{where}: grid values give duplicate model ids; make the values distinct")
+    return recipe
+
+
+def _check_train(train: dict[str, Any], grid: dict[str, list[Any]], bad) -> None:
+    for opt in grid.get("optimizer", [train["optimizer"]]):
+        if opt not in OPTIMIZERS:
+            raise bad("train.optimizer", f"one of {OPTIMIZERS}", opt)
+    for key in ("lr", "batch_size", "epochs"):
+        for v in grid.get(key, [train[key]]):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+                raise bad(f"train.{key}", "a positive number", v)
+    stop = train["stop"]
+    if stop is not None and (not isinstance(stop, dict) or stop.get("metric") not in ("train_acc", "train_loss")
+                             or not isinstance(stop.get("threshold"), (int, float))):
+        raise bad("train.stop", "null or {metric: train_acc|train_loss, threshold: number}", stop)
+    if not isinstance(train["lr_milestones"], list):
+        raise bad("train.lr_milestones", "a list of epochs", train["lr_milestones"])

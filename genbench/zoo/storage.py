@@ -1,0 +1,187 @@
+"""The zoo on disk (zoo.json, models.parquet, safetensors checkpoints, dataset card) and the `Zoo`
+object that reads it: the table, models at their final or initial weights, and their exact data."""
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file, safe_open, save_file
+from torch import nn
+
+from ..errors import GenbenchError, did_you_mean
+from ..fileio import atomic_write, sha256_file
+from ..models import build_model
+from ..paths import zoos_dir
+from .data import Pool, load_pool, train_subset
+
+MANIFEST = "zoo.json"
+TABLE = "models.parquet"
+DATASET = "dataset.safetensors"
+FORMAT_VERSION = 1
+
+
+def save_checkpoint(path: Path, state: dict[str, torch.Tensor], metadata: dict[str, Any]) -> str:
+    """Write a safetensors checkpoint atomically; return its sha256.
+
+    The metadata goes into one JSON entry: safetensors orders several entries differently from one
+    process to the next, and a checkpoint's bytes (and so its hash) must be reproducible."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+    header = {"genbench": json.dumps(metadata, sort_keys=True)}
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=header))
+    return sha256_file(path)
+
+
+def read_table(root: Path) -> pd.DataFrame | None:
+    """The models table of a zoo folder, or None before the first model is written."""
+    p = root / TABLE
+    return pd.read_parquet(p) if p.exists() else None
+
+
+def write_table(root: Path, table: pd.DataFrame) -> str:
+    """Write models.parquet atomically; return its sha256."""
+    atomic_write(root / TABLE, lambda tmp: table.to_parquet(tmp, index=False))
+    return sha256_file(root / TABLE)
+
+
+class Zoo:
+    """A population of trained models: `table` (one row per model), weights, and training data."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        manifest_path = self.root / MANIFEST
+        if not manifest_path.is_file():
+            raise GenbenchError(f"{self.root} is not a zoo: it has no {MANIFEST}")
+        try:
+            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as e:
+            raise GenbenchError(f"{manifest_path} is not valid JSON ({e}); rebuild or re-download the zoo") from None
+        for key in ("name", "files", "grid", "dataset"):
+            if key not in self.manifest:
+                raise GenbenchError(f"{manifest_path} lacks the field {key!r}; rebuild or re-download the zoo")
+        table = read_table(self.root)
+        if table is None:
+            raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet; finish its build first")
+        self._check_file(TABLE)
+        self.table: pd.DataFrame = table
+        self._rows = {mid: i for i, mid in enumerate(table["model_id"])}
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    @property
+    def version(self) -> int:
+        return self.manifest.get("version", 1)
+
+    @property
+    def hparams(self) -> dict[str, list[Any]]:
+        """The grid axes and their values (twins add `perturbation`)."""
+        axes = dict(self.manifest["grid"])
+        perturbations = [t["name"] for t in self.manifest.get("twins", [])]
+        if perturbations:
+            axes["perturbation"] = [None, *perturbations]
+        return axes
+
+    @property
+    def model_ids(self) -> list[str]:
+        return list(self.table["model_id"])
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __repr__(self) -> str:
+        return f"Zoo(name={self.name!r}, models={len(self)}, root={str(self.root)!r})"
+
+    def row(self, model_id: str) -> pd.Series:
+        """The table row of one model."""
+        if model_id not in self._rows:
+            raise did_you_mean(model_id, self._rows, what=f"model id in zoo {self.name!r}:")
+        return self.table.iloc[self._rows[model_id]]
+
+    def _check_file(self, rel: str, expected: str | None = None) -> Path:
+        path = self.root / rel
+        expected = expected or self.manifest["files"].get(rel)
+        if not path.is_file():
+            raise GenbenchError(f"zoo {self.name!r}: file {rel} is missing from {self.root}; "
+                                "rebuild the zoo (`genbench zoo build`) or download it again")
+        if expected is not None:
+            actual = sha256_file(path)
+            if actual != expected:
+                raise GenbenchError(f"zoo {self.name!r}: file {rel} is corrupted: expected sha256 {expected}, "
+                                    f"got {actual}; delete it and rebuild the zoo, or download it again")
+        return path
+
+    def load_model(self, model_id: str, init: bool = False, device: str | torch.device = "cpu") -> nn.Module:
+        """The model at its final (or initial) weights, in eval mode, its checkpoint verified."""
+        row = self.row(model_id)
+        rel, sha = (row["init_checkpoint"], row["init_sha256"]) if init else (row["checkpoint"], row["checkpoint_sha256"])
+        path = self._check_file(rel, sha)
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads((f.metadata() or {}).get("genbench", "{}"))
+        family, arch = meta.get("family", row["family"]), meta.get("arch", json.loads(row["arch"]))
+        model = build_model(family, arch)
+        model.load_state_dict(load_file(str(path)))
+        return model.to(device).eval()
+
+    @cached_property
+    def pool(self) -> Pool:
+        """The dataset the zoo was trained on: embedded in the zoo, or re-loaded from its source."""
+        spec = self.manifest["dataset"]
+        if (self.root / DATASET).exists() or DATASET in self.manifest["files"]:
+            t = load_file(str(self._check_file(DATASET)))
+            return Pool(t["x_train"], t["y_train"], t["x_test"], t["y_test"],
+                        int(self.manifest["num_classes"]), self.manifest["data_kind"])
+        return load_pool(spec)
+
+    def train_data(self, model_id: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The exact inputs and labels (corrupted ones included) the model was trained on, un-augmented."""
+        row = self.row(model_id)
+        idx, labels = train_subset(self.pool, train_size=int(row["hp.train_size"]),
+                                   label_noise=float(row["hp.label_noise"]), data_seed=int(row["train_indices_seed"]))
+        return self.pool.x_train[idx], labels
+
+    def test_data(self, model_id: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The clean test set (for the harness only: it is never handed to a measure)."""
+        self.row(model_id)
+        return self.pool.x_test, self.pool.y_test
+
+    def verify(self) -> list[str]:
+        """Re-hash every file; return one message per missing or corrupted file (empty: all good)."""
+        expected = dict(self.manifest["files"])
+        for _, row in self.table.iterrows():
+            expected[row["checkpoint"]] = row["checkpoint_sha256"]
+            expected[row["init_checkpoint"]] = row["init_sha256"]
+        problems = []
+        for rel, sha in sorted(expected.items()):
+            try:
+                self._check_file(rel, sha)
+            except GenbenchError as e:
+                problems.append(str(e))
+        return problems
+
+
+def local_zoos() -> list[str]:
+    """Names of the zoos built under $GENBENCH_HOME/zoos."""
+    d = zoos_dir()
+    return sorted(p.name for p in d.iterdir() if (p / MANIFEST).is_file()) if d.is_dir() else []
+
+
+def load_zoo(name_or_path: str | Path, revision: str | None = None) -> Zoo:
+    """Open a zoo by folder path, or by name among the zoos built locally."""
+    s = str(name_or_path)
+    if s.startswith("hf://"):
+        raise GenbenchError("zoos from the Hugging Face Hub (hf://ORG/NAME) are not supported yet; "
+                            "build one locally with `genbench zoo build RECIPE`")
+    p = Path(name_or_path).expanduser()
+    if (p / MANIFEST).is_file():
+        return Zoo(p)
+    if (zoos_dir() / s / MANIFEST).is_file():
+        return Zoo(zoos_dir() / s)
+    from .recipe import list_recipes
+    hint = (f"It has a recipe: build it with `genbench zoo build {s}`." if s in list_recipes()
+            else "`genbench zoo list` shows the local zoos and the recipes.")
+    raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)

@@ -1,0 +1,296 @@
+"""Training a zoo: many models of one shape trained at once as one stacked model (weights on a
+leading model axis), each with its own init, data order, augmentation, learning rate, weight decay,
+batchnorm statistics and dropout; plus the plain one-model torch.optim loop it must agree with."""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+from ..models import build_model
+from .data import Pool, augment, train_subset
+from .recipe import ModelSpec
+
+EVAL_BATCH = 1000
+
+
+@dataclass
+class Trained:
+    """A trained model's final and initial weights and how its training ended."""
+
+    spec: ModelSpec
+    state: dict[str, torch.Tensor]
+    init_state: dict[str, torch.Tensor]
+    epochs: int
+    steps: int
+    converged: bool | None
+    seconds: float
+
+
+def full_arch(spec: ModelSpec, pool: Pool) -> dict[str, Any]:
+    """The family config of a model: its recipe settings plus the data's input shape and classes."""
+    return {**spec.arch, "in_shape": pool.in_shape, "num_classes": pool.num_classes}
+
+
+def init_model(spec: ModelSpec, pool: Pool) -> nn.Module:
+    """The model at initialisation, drawn from its own seed without touching the global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.init_seed)
+        return build_model(spec.family, full_arch(spec, pool))
+
+
+def group_key(spec: ModelSpec) -> str:
+    """Models with equal keys can be trained as one stacked model."""
+    arch = dict(spec.arch)
+    if spec.family == "mlp":
+        arch.pop("dropout", None)  # the fast path takes a dropout rate per model
+    t = spec.train
+    return json.dumps([spec.family, arch, t["optimizer"], t["batch_size"], t["train_size"], t["epochs"],
+                       t["lr_milestones"], t["lr_gamma"], t["stop"]], sort_keys=True, default=str)
+
+
+def lr_factor(train: dict[str, Any], epoch: int) -> float:
+    """Step decay: lr_gamma to the number of milestones reached."""
+    return train["lr_gamma"] ** sum(epoch >= m for m in train["lr_milestones"])
+
+
+@torch.no_grad()
+def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVAL_BATCH
+                   ) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy of `model` in eval mode (the zoo's recorded metrics)."""
+    model.eval()
+    device = next(model.parameters()).device
+    correct, loss = 0, 0.0
+    for i in range(0, len(y), batch_size):
+        xb, yb = x[i:i + batch_size].to(device), y[i:i + batch_size].to(device)
+        logits = model(xb)
+        loss += F.cross_entropy(logits, yb, reduction="sum").item()
+        correct += (logits.argmax(1) == yb).sum().item()
+    return correct / len(y), loss / len(y)
+
+
+class _Batches:
+    """One model's data stream: its epoch permutations and augmentation, from its own generators."""
+
+    def __init__(self, spec: ModelSpec, pool: Pool):
+        self.idx, self.labels = train_subset(pool, train_size=spec.train["train_size"],
+                                             label_noise=spec.train["label_noise"], data_seed=spec.data_seed)
+        self.n = len(self.idx)
+        self.bs = min(int(spec.train["batch_size"]), self.n)
+        self.order = torch.Generator().manual_seed(spec.run_seed)
+        self.aug = torch.Generator().manual_seed(spec.run_seed + 1)
+        self.spec = spec
+        self.kind = pool.kind
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.n // self.bs
+
+    def epoch(self) -> torch.Tensor:
+        return torch.randperm(self.n, generator=self.order)
+
+    def augmented(self, x: torch.Tensor) -> torch.Tensor:
+        t = self.spec.train
+        if not t["augment"]:
+            return x
+        return augment(x, self.kind, self.aug, shift=int(t["aug_shift"]), noise=float(t["aug_noise"]))
+
+
+def train_one(spec: ModelSpec, pool: Pool, device: str = "cpu") -> Trained:
+    """Train a single model with the standard torch.optim loop (the reference for batched training)."""
+    start = time.perf_counter()
+    model = init_model(spec, pool)
+    init_state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to(device)
+    t = spec.train
+    if t["optimizer"] == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=t["lr"], weight_decay=t["weight_decay"])
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=t["lr_milestones"], gamma=t["lr_gamma"])
+    data = _Batches(spec, pool)
+    x_pool = pool.x_train.to(device)
+    steps, converged, epoch = 0, None, 0
+    for epoch in range(1, int(t["epochs"]) + 1):
+        model.train()
+        perm = data.epoch()
+        for b in range(data.steps_per_epoch):
+            sel = perm[b * data.bs:(b + 1) * data.bs]
+            xb = data.augmented(x_pool[data.idx[sel].to(device)])
+            loss = F.cross_entropy(model(xb), data.labels[sel].to(device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+        sched.step()
+        if t["stop"] is not None:
+            acc, ce = evaluate_model(model, pool.x_train[data.idx], data.labels)
+            converged = _met(t["stop"], acc, ce)
+            if converged:
+                break
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    return Trained(spec, state, init_state, epoch, steps, converged, time.perf_counter() - start)
+
+
+def _met(stop: dict[str, Any], acc: float, loss: float) -> bool:
+    if stop["metric"] == "train_acc":
+        return acc >= stop["threshold"]
+    return loss <= stop["threshold"]
+
+
+class _StackedOptimizer:
+    """SGD with momentum or Adam over stacked weights, with a learning rate and weight decay per model.
+
+    The update is torch.optim.SGD's / torch.optim.Adam's (L2 decay added to the gradient), applied
+    slice by slice, so a stacked model follows the same trajectory as its one-model twin."""
+
+    def __init__(self, params: list[torch.Tensor], specs: list[ModelSpec]):
+        dev = params[0].device
+        col = lambda key: torch.tensor([float(s.train[key]) for s in specs], device=dev)  # noqa: E731
+        self.kind = specs[0].train["optimizer"]
+        self.params, self.lr, self.wd, self.mom = params, col("lr"), col("weight_decay"), col("momentum")
+        self.state = [None] * len(params)
+        self.t = 0
+
+    @staticmethod
+    def _b(v: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return v.view(-1, *([1] * (p.dim() - 1)))
+
+    @torch.no_grad()
+    def step(self, grads: tuple[torch.Tensor, ...], factor: float) -> None:
+        self.t += 1
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            g = g + self._b(self.wd, p) * p
+            lr = self._b(self.lr, p) * factor
+            if self.kind == "sgd":
+                buf = self.state[i]
+                buf = g.clone() if buf is None else buf.mul_(self._b(self.mom, p)).add_(g)
+                self.state[i] = buf
+                p.sub_(lr * buf)
+            else:
+                b1, b2, eps = 0.9, 0.999, 1e-8
+                if self.state[i] is None:
+                    self.state[i] = (torch.zeros_like(p), torch.zeros_like(p))
+                m, v = self.state[i]
+                m.lerp_(g, 1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (v.sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)
+                p.sub_(lr / (1 - b1 ** self.t) * m / denom)
+
+
+def _mlp_forward(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor, *,
+                 depth: int, batchnorm: bool, keep: torch.Tensor | None, train: bool) -> torch.Tensor:
+    """Stacked MLP forward: one baddbmm per layer, batchnorm for all models in one native call."""
+    h = x.flatten(2)
+    for i in range(depth):
+        pre = f"blocks.{i}."
+        h = torch.baddbmm(params[pre + "fc.bias"].unsqueeze(1), h, params[pre + "fc.weight"].transpose(1, 2))
+        if batchnorm:
+            m, b, c = h.shape
+            flat = F.batch_norm(h.transpose(0, 1).reshape(b, m * c), buffers[pre + "bn.running_mean"].view(-1),
+                                buffers[pre + "bn.running_var"].view(-1), params[pre + "bn.weight"].reshape(-1),
+                                params[pre + "bn.bias"].reshape(-1), training=train, momentum=0.1, eps=1e-5)
+            if train:
+                buffers[pre + "bn.num_batches_tracked"].add_(1)
+            h = flat.reshape(b, m, c).transpose(0, 1)
+        h = torch.relu(h)
+        if train and keep is not None:
+            h = h * (torch.rand_like(h) < keep) / keep
+    return torch.baddbmm(params["head.bias"].unsqueeze(1), h, params["head.weight"].transpose(1, 2))
+
+
+def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> Callable[..., torch.Tensor]:
+    """forward(params, buffers, x (M, B, ...), train) -> logits (M, B, classes) for one group."""
+    if specs[0].family == "mlp":
+        rates = torch.tensor([float(s.arch.get("dropout", 0.0)) for s in specs], device=device)
+        keep = (1 - rates).view(-1, 1, 1) if bool((rates > 0).any()) else None
+        cfg = model.config
+        return lambda p, b, x, train: _mlp_forward(p, b, x, depth=cfg["depth"], batchnorm=cfg["batchnorm"],
+                                                   keep=keep, train=train)
+    base = copy.deepcopy(model).to("meta")
+
+    def forward(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor, train: bool) -> torch.Tensor:
+        base.train(train)
+        return vmap(lambda pp, bb, xx: functional_call(base, (pp, bb), (xx,)), randomness="different")(p, b, x)
+
+    return forward
+
+
+def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
+                on_epoch: Callable[[int], None] | None = None) -> list[Trained]:
+    """Train models that share a `group_key` together as one stacked model."""
+    start = time.perf_counter()
+    t = specs[0].train
+    models = [init_model(s, pool) for s in specs]
+    init_states = [{k: v.clone() for k, v in m.state_dict().items()} for m in models]
+    names = [k for k, _ in models[0].named_parameters()]
+    bnames = [k for k, _ in models[0].named_buffers()]
+    params = {k: torch.stack([m.state_dict()[k] for m in models]).to(device).requires_grad_() for k in names}
+    buffers = {k: torch.stack([m.state_dict()[k] for m in models]).to(device) for k in bnames}
+    plist = [params[k] for k in names]
+    forward = _stacked_forward(specs, models[0], device)
+    opt = _StackedOptimizer(plist, specs)
+    streams = [_Batches(s, pool) for s in specs]
+    idx = torch.stack([d.idx for d in streams])
+    labels = torch.stack([d.labels for d in streams]).to(device)
+    x_pool = pool.x_train.to(device)
+    bs, steps_per_epoch, m_count = streams[0].bs, streams[0].steps_per_epoch, len(specs)
+    done: dict[int, tuple[dict[str, torch.Tensor], int, int]] = {}
+    steps, epoch = 0, 0
+    with torch.random.fork_rng(devices=[device] if device.startswith("cuda") else []):
+        torch.manual_seed(specs[0].run_seed)  # dropout masks of the group
+        for epoch in range(1, int(t["epochs"]) + 1):
+            factor = lr_factor(t, epoch - 1)
+            perms = torch.stack([d.epoch() for d in streams])
+            for b in range(steps_per_epoch):
+                sel = perms[:, b * bs:(b + 1) * bs]
+                xb = x_pool[torch.gather(idx, 1, sel).to(device)]
+                xb = torch.stack([d.augmented(xb[i]) for i, d in enumerate(streams)])
+                yb = torch.gather(labels, 1, sel.to(device))
+                logits = forward(params, buffers, xb, True)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
+                opt.step(torch.autograd.grad(loss, plist), factor)
+                steps += 1
+            if on_epoch:
+                on_epoch(m_count - len(done))
+            if t["stop"] is not None:
+                acc, ce = _stacked_train_metrics(forward, params, buffers, x_pool, idx, labels)
+                for i in range(m_count):
+                    if i not in done and _met(t["stop"], float(acc[i]), float(ce[i])):
+                        done[i] = (_slice(params, buffers, i), epoch, steps)
+                if len(done) == m_count:
+                    break
+    seconds = (time.perf_counter() - start) / m_count
+    out = []
+    for i, s in enumerate(specs):
+        state, ep, st = done.get(i, (_slice(params, buffers, i), epoch, steps))
+        converged = None if t["stop"] is None else i in done
+        out.append(Trained(s, state, init_states[i], ep, st, converged, seconds))
+    return out
+
+
+def _slice(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
+    return {k: v[i].detach().cpu().clone() for k, v in {**params, **buffers}.items()}
+
+
+@torch.no_grad()
+def _stacked_train_metrics(forward, params, buffers, x_pool, idx, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-model accuracy and cross-entropy on its un-augmented training subset, eval mode."""
+    m, n = idx.shape
+    correct = torch.zeros(m, device=x_pool.device)
+    loss = torch.zeros(m, device=x_pool.device)
+    for i in range(0, n, EVAL_BATCH):
+        xb = x_pool[idx[:, i:i + EVAL_BATCH].to(x_pool.device)]
+        yb = labels[:, i:i + EVAL_BATCH]
+        logits = forward(params, buffers, xb, False)
+        loss += F.cross_entropy(logits.transpose(1, 2), yb, reduction="none").sum(1)
+        correct += (logits.argmax(-1) == yb).sum(1)
+    return (correct / n).cpu(), (loss / n).cpu()

@@ -1,0 +1,20 @@
+"""Shared fixtures: an isolated GENBENCH_HOME and the tiny digits zoo, built once per session."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def home(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("genbench_home")
+    mp.setenv("GENBENCH_HOME", str(path))
+    yield path
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def digits_zoo(home):
+    import genbench as gb
+
+    return gb.build_zoo("digits-mlp", progress=False)

@@ -1,0 +1,89 @@
+"""Batched (stacked) training equals the plain one-model torch.optim loop, model by model."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genbench.zoo.build import plan_groups
+from genbench.zoo.data import load_pool
+from genbench.zoo.recipe import parse_recipe
+from genbench.zoo.train import _mlp_forward, train_group, train_one
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool({"name": "digits"})
+
+
+def _recipe(family, arch, grid, **train):
+    return parse_recipe({"name": "t", "dataset": {"name": "digits"}, "family": family, "arch": arch, "grid": grid,
+                         "train": {"epochs": 2, "batch_size": 32, "train_size": 400, **train}})
+
+
+def _assert_same(batched, reference, atol):
+    for a, b in zip(batched, reference):
+        assert a.spec.model_id == b.spec.model_id
+        assert (a.epochs, a.steps) == (b.epochs, b.steps)
+        assert a.state.keys() == b.state.keys()
+        for k in a.state:
+            assert torch.allclose(a.state[k].float(), b.state[k].float(), atol=atol, rtol=0), k
+        for k in a.init_state:
+            assert torch.equal(a.init_state[k], b.init_state[k])
+
+
+CASES = [
+    # SGD + momentum: per-model init, data order, lr, weight decay, augmentation, label noise, batchnorm
+    ("mlp", {"width": 16}, {"batchnorm": [False, True], "weight_decay": [0.0, 0.01], "augment": [False, True],
+                             "lr": [0.01, 0.05]}, {"optimizer": "sgd", "label_noise": 0.1, "lr_milestones": [1]}),
+    # Adam (without batchnorm: Adam turns the float noise in the zero gradient of a bias before BN into steps)
+    ("mlp", {"width": 16}, {"weight_decay": [0.0, 0.01], "lr": [0.001, 0.003], "seed": [0, 1]}, {"optimizer": "adam"}),
+    # the generic vmap path of the other families
+    ("cnn1d", {"channels": 4}, {"batchnorm": [False, True], "lr": [0.01, 0.05], "augment": [False, True]},
+     {"optimizer": "sgd", "weight_decay": 0.001}),
+]
+
+
+@pytest.mark.parametrize("family,arch,grid,train", CASES, ids=["mlp-sgd", "mlp-adam", "cnn1d-sgd"])
+def test_one_epoch_batched_equals_one_by_one(pool, family, arch, grid, train):
+    specs = _recipe(family, arch, grid, **train).expand()
+    for group in plan_groups(specs):
+        assert len(group) >= 2
+        _assert_same(train_group(group, pool), [train_one(s, pool) for s in group], atol=1e-4)
+
+
+def test_groups_split_by_shape_not_by_dropout():
+    specs = _recipe("mlp", {}, {"width": [8, 16], "batchnorm": [False, True], "dropout": [0.0, 0.5]}).expand()
+    groups = plan_groups(specs)
+    assert len(groups) == 4 and all(len(g) == 2 for g in groups)
+    assert all({s.arch["dropout"] for s in g} == {0.0, 0.5} for g in groups)
+    assert [len(g) for g in plan_groups(specs * 1, max_group=1)] == [1] * 8
+
+
+def test_stacked_dropout_is_per_model():
+    torch.manual_seed(0)
+    m, b, d, w = 3, 512, 5, 64
+    params = {"blocks.0.fc.weight": torch.randn(m, w, d), "blocks.0.fc.bias": torch.ones(m, w),
+              "head.weight": torch.eye(w)[None, :10].expand(m, 10, w).contiguous(), "head.bias": torch.zeros(m, 10)}
+    params["blocks.0.fc.weight"].zero_()
+    x = torch.randn(m, b, d)
+    keep = torch.tensor([1.0, 0.5, 0.8]).view(-1, 1, 1)
+    out = _mlp_forward(params, {}, x, depth=1, batchnorm=False, keep=keep, train=True)
+    assert torch.equal(out[0], torch.ones(b, 10))  # keep = 1: untouched
+    for i, k in ((1, 0.5), (2, 0.8)):
+        kept = (out[i] != 0).float().mean().item()
+        assert abs(kept - k) < 0.03
+        assert torch.allclose(out[i][out[i] != 0], torch.full_like(out[i][out[i] != 0], 1 / k))
+    ev = _mlp_forward(params, {}, x, depth=1, batchnorm=False, keep=keep, train=False)
+    assert torch.equal(ev, torch.ones(m, b, 10))
+
+
+def test_stopping_rule_snapshots_each_model_when_it_fits(pool):
+    specs = _recipe("mlp", {"width": 32}, {"lr": [0.0001, 0.1]}, epochs=40,
+                    stop={"metric": "train_acc", "threshold": 1.0}, train_size=100).expand()
+    fast_lr, slow_lr = specs[1], specs[0]
+    trained = {t.spec.model_id: t for t in train_group(specs, pool)}
+    fast, slow = trained[fast_lr.model_id], trained[slow_lr.model_id]
+    assert fast.converged and fast.epochs < 40
+    assert not slow.converged and slow.epochs == 40
+    ref = train_one(fast_lr, pool)
+    assert ref.converged and ref.epochs == fast.epochs

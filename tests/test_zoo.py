@@ -1,0 +1,157 @@
+"""The zoo: format, API, exact training data, checksums, determinism and resume."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+import genbench as gb
+from genbench.errors import GenbenchError
+from genbench.zoo import build as build_mod
+from genbench.zoo.recipe import load_recipe
+from genbench.zoo.train import evaluate_model, init_model
+
+COLUMNS = ["model_id", "hp.width", "hp.batchnorm", "hp.label_noise", "hp.seed", "hp.lr", "hp.optimizer",
+           "hp.batch_size", "hp.train_size", "family", "arch", "dataset", "train_indices_seed", "train_acc",
+           "test_acc", "train_loss", "test_loss", "gap", "epochs", "steps", "converged", "twin_of",
+           "perturbation", "checkpoint", "checkpoint_sha256", "init_checkpoint", "init_sha256", "train_seconds"]
+
+
+def test_layout_and_table(digits_zoo):
+    root = digits_zoo.root
+    assert len(digits_zoo) == 24
+    assert set(COLUMNS) <= set(digits_zoo.table.columns)
+    t = digits_zoo.table
+    assert (t["gap"] == t["train_acc"] - t["test_acc"]).all()
+    assert (t["epochs"] == 12).all() and (t["steps"] == 12 * (1258 // 64)).all()
+    manifest = json.loads((root / "zoo.json").read_text())
+    assert {"models.parquet", "dataset.safetensors"} <= set(manifest["files"])
+    assert manifest["grid"] == {"width": [16, 32], "batchnorm": [False, True], "label_noise": [0.0, 0.3],
+                                "seed": [0, 1, 2]}
+    assert manifest["recipe"].startswith("name: digits-mlp")
+    for rel in t["checkpoint"].tolist() + t["init_checkpoint"].tolist():
+        assert (root / rel).is_file() and rel.endswith(".safetensors")
+    assert not list(root.rglob("*.pt")) and not list(root.rglob("*.pkl")) and not list(root.rglob("*.tmp"))
+    front = (root / "README.md").read_text().split("---")[1]
+    assert yaml.safe_load(front)["configs"][0]["data_files"] == "models.parquet"
+    assert digits_zoo.hparams["width"] == [16, 32]
+
+
+def test_load_zoo_by_name_and_path(digits_zoo):
+    assert gb.load_zoo("digits-mlp").root == digits_zoo.root
+    assert len(gb.load_zoo(digits_zoo.root)) == 24
+
+
+def test_reloaded_models_reproduce_recorded_metrics_exactly(digits_zoo):
+    for model_id in digits_zoo.model_ids[::5]:
+        row = digits_zoo.row(model_id)
+        model = digits_zoo.load_model(model_id)
+        assert not model.training
+        x, y = digits_zoo.train_data(model_id)
+        assert len(y) == row["hp.train_size"]
+        acc, loss = evaluate_model(model, x, y)
+        assert acc == row["train_acc"] and loss == pytest.approx(row["train_loss"], rel=1e-6)
+        xt, yt = digits_zoo.test_data(model_id)
+        assert evaluate_model(model, xt, yt)[0] == row["test_acc"]
+
+
+def test_train_data_carries_the_corrupted_labels(digits_zoo):
+    t = digits_zoo.table
+    noisy = t[t["hp.label_noise"] == 0.3]["model_id"].iloc[0]
+    clean = t[(t["hp.label_noise"] == 0.0) & (t["hp.seed"] == digits_zoo.row(noisy)["hp.seed"])]["model_id"].iloc[0]
+    xn, yn = digits_zoo.train_data(noisy)
+    xc, yc = digits_zoo.train_data(clean)
+    assert torch.equal(xn, xc)  # same seed, same subset
+    frac = (yn != yc).float().mean().item()
+    assert 0.25 < frac < 0.35
+
+
+def test_init_checkpoint_is_the_initialisation(digits_zoo):
+    recipe = load_recipe("digits-mlp")
+    spec = recipe.expand()[3]
+    fresh = init_model(spec, digits_zoo.pool)
+    loaded = digits_zoo.load_model(spec.model_id, init=True)
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, loaded.state_dict()[k])
+    final = digits_zoo.load_model(spec.model_id)
+    assert not torch.equal(final.state_dict()["head.weight"], fresh.state_dict()["head.weight"])
+
+
+def test_corrupted_checkpoint_names_file_and_hashes(digits_zoo, tmp_path):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(digits_zoo.root, root)
+    zoo = gb.load_zoo(root)
+    mid = zoo.model_ids[1]
+    path = root / zoo.row(mid)["checkpoint"]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(GenbenchError, match=rf"{mid}\.safetensors is corrupted: expected sha256 [0-9a-f]{{64}}, got"):
+        zoo.load_model(mid)
+    problems = zoo.verify()
+    assert len(problems) == 1 and mid in problems[0]
+    (root / zoo.row(mid)["init_checkpoint"]).unlink()
+    with pytest.raises(GenbenchError, match="missing"):
+        zoo.load_model(mid, init=True)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, monkeypatch):
+    clean = gb.build_zoo("digits-mlp", tmp_path / "clean", limit=12, max_group=4, progress=False)
+    calls, crashed = [], []
+    real = build_mod.train_group
+
+    def crashing(group, *a, **k):
+        calls.append([s.model_id for s in group])
+        if len(calls) == 2 and not crashed:
+            crashed.append(True)
+            raise Killed  # the build dies while training the second group
+        return real(group, *a, **k)
+
+    monkeypatch.setattr(build_mod, "train_group", crashing)
+    with pytest.raises(Killed):
+        gb.build_zoo("digits-mlp", tmp_path / "resumed", limit=12, max_group=4, progress=False)
+    partial = pd.read_parquet(tmp_path / "resumed" / "models.parquet")
+    assert list(partial["model_id"]) == calls[0]
+    first_files = {mid: (tmp_path / "resumed" / "checkpoints" / f"{mid}.safetensors").stat().st_mtime_ns
+                   for mid in calls[0]}
+    calls.clear()
+    resumed = gb.build_zoo("digits-mlp", tmp_path / "resumed", limit=12, max_group=4, progress=False)
+    trained_again = {m for group in calls for m in group}
+    assert not trained_again & set(first_files)  # nothing finished is retrained
+    for mid, mtime in first_files.items():
+        assert (tmp_path / "resumed" / "checkpoints" / f"{mid}.safetensors").stat().st_mtime_ns == mtime
+    a = clean.table.set_index("model_id")
+    b = resumed.table.set_index("model_id").loc[a.index]
+    assert (a["checkpoint_sha256"] == b["checkpoint_sha256"]).all()
+    assert (a["init_sha256"] == b["init_sha256"]).all()
+    assert (a["train_acc"] == b["train_acc"]).all()
+
+
+def test_build_refuses_a_folder_of_another_recipe(digits_zoo, home):
+    with pytest.raises(GenbenchError, match="different recipe"):
+        gb.build_zoo("digits-mlp", digits_zoo.root, overrides={"train.epochs": 3}, progress=False)
+
+
+def test_unknown_zoo_name_suggests_and_hints(digits_zoo):
+    with pytest.raises(GenbenchError, match="Did you mean 'digits-mlp'"):
+        gb.load_zoo("digits-mpl")
+    with pytest.raises(GenbenchError, match="genbench zoo build mnist1d-fragility"):
+        gb.load_zoo("mnist1d-fragility")
+    with pytest.raises(GenbenchError, match="unknown model id"):
+        digits_zoo.load_model("w16_nope")
+
+
+def test_cuda_without_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(GenbenchError, match="no CUDA GPU"):
+        gb.build_zoo("digits-mlp", device="cuda", progress=False)
