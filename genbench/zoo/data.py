@@ -121,28 +121,42 @@ def train_subset(pool: Pool, *, train_size: int | None, label_noise: float, data
     return idx, labels
 
 
-def augment(x: torch.Tensor, kind: str, gen: torch.Generator, *, shift: int = 4, noise: float = 0.1
-            ) -> torch.Tensor:
-    """Random augmentation of one model's batch: circular shift + Gaussian noise for 1-D signals,
-    random crop (zero padding `shift`) + horizontal flip for images. Random numbers come from `gen`
-    on the CPU so that a model's stream is the same on every device and in every grouping."""
+def draw_augmentation(kind: str, shape: tuple[int, ...], gen: torch.Generator, *, shift: int = 4,
+                      noise: float = 0.1) -> dict[str, torch.Tensor]:
+    """The random numbers that augment one model's batch of `shape`, drawn from `gen` on the CPU so
+    that a model's stream is the same on every device and in every grouping."""
+    b = shape[0]
+    if kind == "signal":
+        s = torch.randint(-shift, shift + 1, (b,), generator=gen)
+        return {"shift": s, "noise": torch.randn(shape, generator=gen) * noise}
+    if kind == "image":
+        dy = torch.randint(0, 2 * shift + 1, (b,), generator=gen)
+        dx = torch.randint(0, 2 * shift + 1, (b,), generator=gen)
+        return {"dy": dy, "dx": dx, "flip": torch.rand(b, generator=gen) < 0.5, "pad": torch.tensor(shift)}
+    raise GenbenchError(f"no augmentation for data kind {kind!r}")
+
+
+def apply_augmentation(x: torch.Tensor, kind: str, draw: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Augment a batch with drawn numbers: circular shift + Gaussian noise for 1-D signals, random crop
+    (zero padding) + horizontal flip for images. Batches of several models may be concatenated."""
+    draw = {k: v.to(x.device) for k, v in draw.items()}
     b = x.shape[0]
     if kind == "signal":
         length = x.shape[-1]
-        s = torch.randint(-shift, shift + 1, (b,), generator=gen)
-        eps = torch.randn(x.shape, generator=gen) * noise
-        idx = (torch.arange(length)[None, :] - s[:, None]) % length
-        idx = idx.to(x.device).view(b, *([1] * (x.dim() - 2)), length).expand_as(x)
-        return torch.gather(x, -1, idx) + eps.to(x.device)
-    if kind == "image":
-        _, _, h, w = x.shape
-        dy = torch.randint(0, 2 * shift + 1, (b,), generator=gen).to(x.device)
-        dx = torch.randint(0, 2 * shift + 1, (b,), generator=gen).to(x.device)
-        flip = (torch.rand(b, generator=gen) < 0.5).to(x.device)
-        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
-        padded = torch.nn.functional.pad(x, (shift, shift, shift, shift))
-        rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])
-        cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])
-        padded = torch.gather(padded, 2, rows[:, None, :, None].expand(b, x.shape[1], h, padded.shape[-1]))
-        return torch.gather(padded, 3, cols[:, None, None, :].expand(b, x.shape[1], h, w))
-    raise GenbenchError(f"no augmentation for data kind {kind!r}")
+        idx = (torch.arange(length, device=x.device)[None, :] - draw["shift"][:, None]) % length
+        idx = idx.view(b, *([1] * (x.dim() - 2)), length).expand_as(x)
+        return torch.gather(x, -1, idx) + draw["noise"]
+    _, c, h, w = x.shape
+    pad = int(draw["pad"])
+    x = torch.where(draw["flip"][:, None, None, None], x.flip(-1), x)
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    rows = torch.arange(h, device=x.device)[None, :] + draw["dy"][:, None]
+    cols = torch.arange(w, device=x.device)[None, :] + draw["dx"][:, None]
+    padded = torch.gather(padded, 2, rows[:, None, :, None].expand(b, c, h, padded.shape[-1]))
+    return torch.gather(padded, 3, cols[:, None, None, :].expand(b, c, h, w))
+
+
+def augment(x: torch.Tensor, kind: str, gen: torch.Generator, *, shift: int = 4, noise: float = 0.1
+            ) -> torch.Tensor:
+    """Randomly augment one model's batch (see `draw_augmentation` and `apply_augmentation`)."""
+    return apply_augmentation(x, kind, draw_augmentation(kind, tuple(x.shape), gen, shift=shift, noise=noise))

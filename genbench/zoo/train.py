@@ -16,7 +16,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from ..models import build_model
-from .data import Pool, augment, train_subset
+from .data import Pool, apply_augmentation, draw_augmentation, train_subset
 from .recipe import ModelSpec
 
 EVAL_BATCH = 1000
@@ -97,11 +97,23 @@ class _Batches:
     def epoch(self) -> torch.Tensor:
         return torch.randperm(self.n, generator=self.order)
 
-    def augmented(self, x: torch.Tensor) -> torch.Tensor:
+    def draw(self, shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
         t = self.spec.train
-        if not t["augment"]:
-            return x
-        return augment(x, self.kind, self.aug, shift=int(t["aug_shift"]), noise=float(t["aug_noise"]))
+        return draw_augmentation(self.kind, shape, self.aug, shift=int(t["aug_shift"]), noise=float(t["aug_noise"]))
+
+    def augmented(self, x: torch.Tensor) -> torch.Tensor:
+        return apply_augmentation(x, self.kind, self.draw(tuple(x.shape))) if self.spec.train["augment"] else x
+
+
+def _augment_stacked(xb: torch.Tensor, streams: list[_Batches], which: list[int]) -> torch.Tensor:
+    """Augment the batches of the models in `which` at once, each with its own random numbers."""
+    if not which:
+        return xb
+    draws = [streams[i].draw(tuple(xb.shape[1:])) for i in which]
+    cat = {k: torch.cat([d[k] for d in draws]) if draws[0][k].dim() else draws[0][k] for k in draws[0]}
+    sel = torch.tensor(which, device=xb.device)
+    out = apply_augmentation(xb[sel].flatten(0, 1), streams[0].kind, cat).view(len(which), *xb.shape[1:])
+    return xb.index_copy(0, sel, out)
 
 
 def train_one(spec: ModelSpec, pool: Pool, device: str = "cpu") -> Trained:
@@ -243,6 +255,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
     labels = torch.stack([d.labels for d in streams]).to(device)
     x_pool = pool.x_train.to(device)
     bs, steps_per_epoch, m_count = streams[0].bs, streams[0].steps_per_epoch, len(specs)
+    augmenting = [i for i, s in enumerate(specs) if s.train["augment"]]
     done: dict[int, tuple[dict[str, torch.Tensor], int, int]] = {}
     steps, epoch = 0, 0
     with torch.random.fork_rng(devices=[device] if device.startswith("cuda") else []):
@@ -253,7 +266,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
             for b in range(steps_per_epoch):
                 sel = perms[:, b * bs:(b + 1) * bs]
                 xb = x_pool[torch.gather(idx, 1, sel).to(device)]
-                xb = torch.stack([d.augmented(xb[i]) for i, d in enumerate(streams)])
+                xb = _augment_stacked(xb, streams, augmenting)
                 yb = torch.gather(labels, 1, sel.to(device))
                 logits = forward(params, buffers, xb, True)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
