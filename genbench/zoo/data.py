@@ -130,9 +130,9 @@ def draw_augmentation(kind: str, shape: tuple[int, ...], gen: torch.Generator, *
         s = torch.randint(-shift, shift + 1, (b,), generator=gen)
         return {"shift": s, "noise": torch.randn(shape, generator=gen) * noise}
     if kind == "image":
-        dy = torch.randint(0, 2 * shift + 1, (b,), generator=gen)
-        dx = torch.randint(0, 2 * shift + 1, (b,), generator=gen)
-        return {"dy": dy, "dx": dx, "flip": torch.rand(b, generator=gen) < 0.5, "pad": torch.tensor(shift)}
+        dy = torch.randint(0, 2 * shift + 1, (b,), generator=gen) - shift
+        dx = torch.randint(0, 2 * shift + 1, (b,), generator=gen) - shift
+        return {"dy": dy, "dx": dx, "flip": torch.rand(b, generator=gen) < 0.5}
     raise GenbenchError(f"no augmentation for data kind {kind!r}")
 
 
@@ -147,11 +147,11 @@ def apply_augmentation(x: torch.Tensor, kind: str, draw: dict[str, torch.Tensor]
         idx = idx.view(b, *([1] * (x.dim() - 2)), length).expand_as(x)
         return torch.gather(x, -1, idx) + draw["noise"]
     _, c, h, w = x.shape
-    pad = int(draw["pad"])
+    pad = int(max(draw["dy"].abs().max(), draw["dx"].abs().max())) if b else 0
     x = torch.where(draw["flip"][:, None, None, None], x.flip(-1), x)
     padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
-    rows = torch.arange(h, device=x.device)[None, :] + draw["dy"][:, None]
-    cols = torch.arange(w, device=x.device)[None, :] + draw["dx"][:, None]
+    rows = torch.arange(h, device=x.device)[None, :] + pad + draw["dy"][:, None]
+    cols = torch.arange(w, device=x.device)[None, :] + pad + draw["dx"][:, None]
     padded = torch.gather(padded, 2, rows[:, None, :, None].expand(b, c, h, padded.shape[-1]))
     return torch.gather(padded, 3, cols[:, None, None, :].expand(b, c, h, w))
 

@@ -110,7 +110,7 @@ def _augment_stacked(xb: torch.Tensor, streams: list[_Batches], which: list[int]
     if not which:
         return xb
     draws = [streams[i].draw(tuple(xb.shape[1:])) for i in which]
-    cat = {k: torch.cat([d[k] for d in draws]) if draws[0][k].dim() else draws[0][k] for k in draws[0]}
+    cat = {k: torch.cat([d[k] for d in draws]) for k in draws[0]}
     sel = torch.tensor(which, device=xb.device)
     out = apply_augmentation(xb[sel].flatten(0, 1), streams[0].kind, cat).view(len(which), *xb.shape[1:])
     return xb.index_copy(0, sel, out)
