@@ -27,6 +27,7 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(BIN)/genbench zoo build mnist1d-demogen
 	$(BIN)/genbench zoo info mnist1d-demogen
+	$(BIN)/genbench evaluate '*' --zoo mnist1d-demogen
 
 test: install-test
 	$(BIN)/python -m pytest -q tests

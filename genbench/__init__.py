@@ -2,6 +2,11 @@
 __version__ = "0.1.0"
 
 from .errors import GenbenchError  # noqa: E402
+from .harness import evaluate  # noqa: E402
+from .measures import (  # noqa: E402
+    BudgetExceeded, MeasureContext, check_measure, get_measure, list_measures, register_measure,
+)
 from .zoo import Zoo, build_zoo, load_zoo  # noqa: E402
 
-__all__ = ["GenbenchError", "Zoo", "__version__", "build_zoo", "load_zoo"]
+__all__ = ["BudgetExceeded", "GenbenchError", "MeasureContext", "Zoo", "__version__", "build_zoo",
+           "check_measure", "evaluate", "get_measure", "list_measures", "load_zoo", "register_measure"]

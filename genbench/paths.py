@@ -13,3 +13,13 @@ def genbench_home() -> Path:
 def zoos_dir() -> Path:
     """Folder holding locally built zoos, one sub-folder per zoo name."""
     return genbench_home() / "zoos"
+
+
+def values_cache_dir() -> Path:
+    """Folder of cached measure values, keyed by measure, version, source hash and checkpoint sha256."""
+    return genbench_home() / "cache" / "values"
+
+
+def values_dir() -> Path:
+    """Folder of evaluated value tables, one parquet file per zoo."""
+    return genbench_home() / "values"

@@ -1,0 +1,191 @@
+"""evaluate(measures, zoo): every measure on every model, streamed one model at a time, cached by
+content, each failure recorded for its model while the run goes on."""
+from __future__ import annotations
+
+import copy
+import fnmatch
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..device import resolve_device
+from ..errors import GenbenchError, did_you_mean
+from ..measures.context import BudgetExceeded, MeasureContext, TrainingSet
+from ..measures.registry import Measure, resolve_measures
+from ..paths import values_cache_dir
+from ..zoo.recipe import TRAIN_DEFAULTS
+from ..zoo.storage import Zoo, load_zoo
+from .cache import ValueCache
+
+EXECUTORS = ("local",)
+DEFAULT_BUDGET_S = 300.0  # per model and measure, as in the PGDL competition
+
+
+def training_set(zoo: Zoo, model_id: str) -> TrainingSet:
+    """The exact training data of one model, plus how its data kind is augmented; nothing else of the zoo."""
+    x, y = zoo.train_data(model_id)
+    train = {**TRAIN_DEFAULTS, **zoo.manifest.get("recipe_effective", {}).get("train", {})}
+    aug = {"shift": int(train["aug_shift"])}
+    if zoo.manifest.get("data_kind", "signal") == "signal":
+        aug["noise"] = float(train["aug_noise"])
+    return TrainingSet(x=x, y=y, num_classes=int(zoo.manifest["num_classes"]),
+                       data_kind=zoo.manifest.get("data_kind", "signal"), augmentation=aug)
+
+
+def _validate(m: Measure, out: Any) -> tuple[Any, str | None]:
+    """The value as a float (scalar) or list (signature), or the reason it is not acceptable."""
+    try:
+        arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None, f"returned a non-numeric value of type {type(out).__name__}"
+    if m.kind == "scalar" and arr.size != 1:
+        return None, f"wrong shape: a scalar measure returned shape {tuple(arr.shape)}"
+    if m.kind == "signature" and (arr.ndim != 1 or arr.size == 0):
+        return None, f"wrong shape: a signature must be a non-empty 1-D vector, got shape {tuple(arr.shape)}"
+    if not np.all(np.isfinite(arr)):
+        bad = np.flatnonzero(~np.isfinite(arr.ravel()))
+        return None, f"non-finite value ({arr.ravel()[bad[0]]}) at component(s) {bad.tolist()[:5]}"
+    return (float(arr.ravel()[0]) if m.kind == "scalar" else arr.tolist()), None
+
+
+def run_measure(m: Measure, ctx: MeasureContext) -> dict[str, Any]:
+    """Call one measure on one model; return {"value", "error", "seconds", "cache"} with any failure named."""
+    start = time.perf_counter()
+    value, error, cacheable = None, None, True
+    try:
+        value, error = _validate(m, m(ctx))
+    except BudgetExceeded as e:
+        error, cacheable = f"over budget: {e}", False
+    except Exception as e:  # a measure's bug must not stop the run: it becomes this model's failure
+        error = f"{type(e).__name__}: {e}"
+    seconds = time.perf_counter() - start
+    if error is None and ctx.budget_s is not None and seconds > ctx.budget_s:
+        value, error, cacheable = None, f"over budget: took {seconds:.1f} s, budget {ctx.budget_s:g} s", False
+    return {"value": value, "error": error, "seconds": seconds, "cache": cacheable}
+
+
+def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: str = "cpu", seed: int = 0,
+                 budget_s: float | None = DEFAULT_BUDGET_S) -> dict[str, dict[str, Any]]:
+    """All `measures` on one model, sharing one memo (e.g. one margin pass) between them."""
+    try:
+        model = zoo.load_model(model_id, device=device)
+        train = training_set(zoo, model_id)
+    except Exception as e:
+        msg = f"could not load model {model_id!r}: {e}"
+        return {m.name: {"value": None, "error": msg, "seconds": 0.0, "cache": False} for m in measures}
+    memo: dict[Any, Any] = {}
+    init: list[torch.nn.Module] = []
+
+    def init_model() -> torch.nn.Module:
+        if not init:
+            init.append(zoo.load_model(model_id, init=True, device=device))
+        return copy.deepcopy(init[0])
+
+    out = {}
+    for m in measures:
+        ctx = make_context(m, model=model, train=train, init_model=init_model, memo=memo, device=device,
+                           seed=seed, budget_s=budget_s)
+        out[m.name] = run_measure(m, ctx)
+    return out
+
+
+def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init_model: Any, memo: dict[Any, Any],
+                 device: str = "cpu", seed: int = 0, budget_s: float | None = DEFAULT_BUDGET_S) -> MeasureContext:
+    """The context of measure `m` on one model: its own copy of the model, and only what `m` declared."""
+    return MeasureContext(model=copy.deepcopy(model), probe_layers=model.probe_layers(), device=device,
+                          measure=m.name, needs=m.needs, seed=seed, budget_s=budget_s,
+                          train=train if "train_data" in m.needs or "augment" in m.needs else None,
+                          init_model=init_model if "init_weights" in m.needs else None, memo=memo)
+
+
+def select_models(zoo: Zoo, models: str | Iterable[str] | None) -> list[str]:
+    """Model ids of the zoo: all, those matching glob pattern(s), or the listed ids (checked)."""
+    ids = zoo.model_ids
+    if models is None:
+        return ids
+    chosen: list[str] = []
+    for pat in [models] if isinstance(models, str) else list(models):
+        if any(ch in pat for ch in "*?["):
+            hits = [i for i in ids if fnmatch.fnmatchcase(i, pat)]
+            if not hits:
+                raise GenbenchError(f"no model of zoo {zoo.name!r} matches {pat!r}")
+            chosen += hits
+        elif pat in ids:
+            chosen.append(pat)
+        else:
+            raise did_you_mean(pat, ids, what=f"model id in zoo {zoo.name!r}:")
+    return list(dict.fromkeys(chosen))
+
+
+def assemble(measures: list[Measure], ids: list[str], results: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
+    """One row per model: a column per scalar or signature component, and `NAME:error` per measure."""
+    cols: dict[str, list[Any]] = {"model_id": list(ids)}
+    for m in measures:
+        entries = [results[(mid, m.name)] for mid in ids]
+        errors = [e["error"] for e in entries]
+        if m.kind == "scalar":
+            cols[m.name] = [np.nan if e["value"] is None else e["value"] for e in entries]
+        else:
+            lengths = Counter(len(e["value"]) for e in entries if e["value"] is not None)
+            width = lengths.most_common(1)[0][0] if lengths else 0
+            rows = []
+            for k, e in enumerate(entries):
+                v = e["value"]
+                if v is not None and len(v) != width:
+                    errors[k] = f"wrong shape: {len(v)} components where the other models gave {width}"
+                    v = None
+                rows.append([np.nan] * width if v is None else v)
+            for i in range(width):
+                cols[f"{m.name}[{i}]"] = [r[i] for r in rows]
+        cols[f"{m.name}:error"] = errors
+    return pd.DataFrame(cols)
+
+
+def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: str = "local",
+             models: str | Iterable[str] | None = None, *, seed: int = 0,
+             budget_s: float | None = DEFAULT_BUDGET_S, cache: bool | str | Path = True,
+             progress: bool = True) -> pd.DataFrame:
+    """Run `measures` (names, glob patterns or registered functions) on the models of `zoo`.
+
+    Returns one row per model with one column per scalar (or `name[i]` per signature component) and
+    a `name:error` column holding each failure's reason (None when the value is good)."""
+    ms = resolve_measures(measures)
+    zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    device = resolve_device(device)
+    if executor not in EXECUTORS:
+        hint = "The Ray executor arrives with the Hub/scale-out work; use executor='local'." if executor == "ray" else ""
+        raise did_you_mean(executor, EXECUTORS, what="executor", hint=hint)
+    ids = select_models(zoo, models)
+    vc = ValueCache(values_cache_dir() if cache is True else (cache or None))
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    seconds: Counter[str] = Counter()
+    bar = tqdm(ids, desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
+    for mid in bar:
+        sha = str(zoo.row(mid)["checkpoint_sha256"])
+        todo = []
+        for m in ms:
+            hit = vc.get(m, sha, seed)
+            if hit is None:
+                todo.append(m)
+            else:
+                results[(mid, m.name)] = hit
+        if todo:
+            for name, entry in evaluate_one(zoo, mid, todo, device=device, seed=seed, budget_s=budget_s).items():
+                seconds[name] += entry["seconds"]
+                m = next(x for x in todo if x.name == name)
+                if entry.pop("cache"):
+                    vc.put(m, sha, seed, entry)
+                results[(mid, name)] = entry
+    df = assemble(ms, ids, results)
+    df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.manifest["files"].get("models.parquet"),
+                    device=device, seed=seed, seconds=dict(seconds),
+                    measures={m.name: {"kind": m.kind, "version": m.version, "source_hash": m.source_hash,
+                                       "transform": m.transform, "higher_means": m.higher_means} for m in ms})
+    return df

@@ -1,0 +1,114 @@
+"""The conformance suite a measure must pass (like scikit-learn's estimator checks): it runs, is
+deterministic under a seed, finite, of a stable shape, within budget, keeps its declared invariances,
+and never touches test data."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import GenbenchError
+from .registry import Measure, resolve_measures
+from .weights import rescale_relu_pair
+
+CHECK_ZOO = "digits-mlp"
+RESCALE_ALPHA = 3.0
+RTOL_DETERMINISM = 1e-6
+RTOL_INVARIANCE = 1e-3
+
+
+@dataclass
+class CheckResult:
+    """One check: its name, whether it passed, and what was seen."""
+
+    name: str
+    passed: bool
+    message: str = ""
+
+
+@dataclass
+class CheckReport:
+    """All checks of one measure; `passed` only when every check passed."""
+
+    measure: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def add(self, name: str, passed: bool, message: str = "") -> None:
+        self.results.append(CheckResult(name, bool(passed), message))
+
+    def __str__(self) -> str:
+        lines = [f"{self.measure}: {'PASSED' if self.passed else 'FAILED'}"]
+        lines += [f"  [{'ok' if r.passed else 'FAIL'}] {r.name}" + (f": {r.message}" if r.message else "")
+                  for r in self.results]
+        return "\n".join(lines)
+
+
+class _GuardedZoo:
+    """A zoo whose test data cannot be read: any attempt is counted and refused."""
+
+    def __init__(self, zoo: Any):
+        self._zoo = zoo
+        self.test_reads = 0
+
+    def test_data(self, model_id: str) -> Any:
+        self.test_reads += 1
+        raise PermissionError("measures may not read test data")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._zoo, name)
+
+
+def _close(a: Any, b: Any, rtol: float) -> bool:
+    return a is not None and b is not None and np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=1e-12)
+
+
+def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, *, models: int = 2, seed: int = 0,
+                  budget_s: float = 60.0, device: str | None = None) -> CheckReport:
+    """Run the conformance suite for one registered measure on the first `models` models of a small zoo."""
+    from ..device import resolve_device
+    from ..harness.evaluate import evaluate_one, make_context, run_measure, training_set
+    from ..zoo import build_zoo, load_zoo, local_zoos
+
+    (m,) = resolve_measures(measure)
+    if zoo is None:
+        zoo = load_zoo(CHECK_ZOO) if CHECK_ZOO in local_zoos() else build_zoo(CHECK_ZOO, progress=False)
+    elif not hasattr(zoo, "model_ids"):
+        zoo = load_zoo(zoo)
+    device = resolve_device(device)
+    guarded = _GuardedZoo(zoo)
+    ids = zoo.model_ids[:max(2, models)]
+    if len(ids) < 2:
+        raise GenbenchError(f"the conformance suite needs a zoo with at least 2 models; {zoo.name!r} has {len(ids)}")
+    report = CheckReport(m.name)
+
+    runs = [evaluate_one(guarded, mid, [m], device=device, seed=seed, budget_s=budget_s)[m.name] for mid in ids]
+    again = evaluate_one(guarded, ids[0], [m], device=device, seed=seed, budget_s=budget_s)[m.name]
+    errors = [f"{mid}: {r['error']}" for mid, r in zip(ids, runs) if r["error"]]
+    report.add("runs, finite, right kind of output", not errors, "; ".join(errors))
+    if errors:
+        report.add("no test data touched", guarded.test_reads == 0, f"{guarded.test_reads} test-data reads")
+        return report
+    report.add("deterministic under a fixed seed", _close(runs[0]["value"], again["value"], RTOL_DETERMINISM),
+               "" if _close(runs[0]["value"], again["value"], RTOL_DETERMINISM)
+               else f"{runs[0]['value']} then {again['value']}")
+    shapes = {np.asarray(r["value"]).shape for r in runs}
+    report.add("stable shape across models", len(shapes) == 1, f"shapes {sorted(shapes)}")
+    slowest = max(r["seconds"] for r in runs)
+    report.add("within budget", slowest <= budget_s, f"slowest model {slowest:.2f} s of {budget_s:g} s")
+    report.add("no test data touched", guarded.test_reads == 0, f"{guarded.test_reads} test-data reads")
+    if "relu_rescale" in m.invariances:
+        model = zoo.load_model(ids[0], device=device)
+        ctx = make_context(m, model=rescale_relu_pair(model, RESCALE_ALPHA), train=training_set(zoo, ids[0]),
+                           init_model=lambda: zoo.load_model(ids[0], init=True, device=device), memo={},
+                           device=device, seed=seed, budget_s=budget_s)
+        scaled = run_measure(m, ctx)
+        ok = scaled["error"] is None and _close(runs[0]["value"], scaled["value"], RTOL_INVARIANCE)
+        report.add(f"invariant to rescaling a ReLU layer pair by {RESCALE_ALPHA:g} and 1/{RESCALE_ALPHA:g}", ok,
+                   "" if ok else f"{runs[0]['value']} became {scaled['value'] if scaled['error'] is None else scaled['error']}")
+    return report

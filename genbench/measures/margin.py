@@ -1,0 +1,277 @@
+"""Margin-distribution measures (DEMOGEN, Jiang et al. 2019) and the margin baselines of its Table 1.
+
+Every probe layer's margins come from one forward and one backward pass per batch: the backward pass
+takes grad_outputs = onehot(i) - onehot(j), which gives grad_{x^l}(f_i - f_j) for all examples and
+all layers at once (the model is in eval mode, so examples do not interact)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from .context import MeasureContext
+from .registry import register_measure
+from .weights import weight_layers
+
+DEMOGEN = "Jiang, Krishnan, Mobahi, Bengio 2019 (Predicting the generalization gap with margin distributions)"
+BARTLETT = "Bartlett, Foster, Telgarsky 2017 (Spectrally-normalized margin bounds)"
+SOKOLIC = "Sokolic, Giryes, Sapiro, Rodrigues 2017 (Robust large margin deep neural networks)"
+ELSAYED = "Elsayed, Krishnan, Mobahi, Regan, Bengio 2018 (Large margin deep networks)"
+# Guards the gradient norm's square root against 0. The DEMOGEN code adds 1e-6, which breaks the invariance to
+# rescaling a layer when gradients are small (an untrained net's are ~1e-2), so genbench adds almost nothing.
+EPS = 1e-30
+LAYER_NAMES = ("input", "h1", "h2", "h3")
+BATCH_ELEMENTS = 1 << 21  # input numbers per batch: all of mnist1d at once, ~680 CIFAR images
+
+
+def batch_size(x: torch.Tensor) -> int:
+    """Examples per margin batch: large batches amortise the per-batch Python work on small inputs."""
+    return max(1, BATCH_ELEMENTS // max(1, x[0].numel()))
+
+
+@dataclass(frozen=True)
+class Margins:
+    """Signed first-order distances to the boundary at each probe layer, with what normalises them."""
+
+    layers: list[str]                    # probe-layer module names, input first
+    distance: np.ndarray                 # [layers, n]: (f_i - f_j) / ||grad_{x^l}(f_i - f_j)||_2
+    total_variation: np.ndarray          # [layers]: tr Cov(x^l), population covariance over the training set
+    output_margin: np.ndarray            # [n]: f_i - f_j
+    correct: np.ndarray                  # [n]: the model's prediction equals the training label
+
+    def normalized(self) -> np.ndarray:
+        """Distances divided by sqrt(total variation), layer by layer (DEMOGEN eq. 5)."""
+        return self.distance / np.sqrt(self.total_variation)[:, None]
+
+
+@contextmanager
+def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, torch.Tensor]]:
+    """Record the output of the named modules during forward passes (one forward hook each)."""
+    out: dict[str, torch.Tensor] = {}
+    modules = dict(model.named_modules())
+    hooks = [modules[n].register_forward_hook(lambda _m, _i, o, n=n: out.__setitem__(n, o)) for n in names]
+    try:
+        yield out
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def other_class(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """j: the highest logit when the prediction is wrong, else the second highest (DEMOGEN)."""
+    top2 = logits.topk(2, dim=1).indices
+    return torch.where(top2[:, 0] == y, top2[:, 1], top2[:, 0])
+
+
+class _RunningVariation:
+    """Total variation sum_d Var(x_d) over batches: per-batch means and centred sums of squares
+    (float32) merged in float64 with Chan et al.'s pairwise update."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, None, None
+
+    def add(self, a: torch.Tensor) -> None:
+        a = a.flatten(1)
+        mean = a.mean(0)
+        centred = a - mean  # (var_mean is several times slower on the CPU)
+        nb, mean, m2 = a.shape[0], mean.double(), (centred * centred).sum(0).double()
+        if self.mean is None:
+            self.n, self.mean, self.m2 = nb, mean, m2
+            return
+        n = self.n + nb
+        delta = mean - self.mean
+        self.m2 = self.m2 + m2 + delta.pow(2) * (self.n * nb / n)
+        self.mean = self.mean + delta * (nb / n)
+        self.n = n
+
+    def value(self) -> float:
+        return float(self.m2.sum() / self.n)
+
+
+def compute_margins(model: nn.Module, layers: list[str], batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
+                    check_time=lambda: None) -> Margins:
+    """One forward and one backward pass per batch give every layer's margins; the total variation is
+    accumulated on the way, so no activation is kept beyond its batch."""
+    dist, out_margin, correct = [], [], []
+    variation = [_RunningVariation() for _ in layers]
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:  # gradients are taken with respect to activations only
+        p.requires_grad_(False)
+    try:
+        for x, y in batches:
+            x = x.detach().float().requires_grad_(True)
+            with capture(model, layers) as acts:
+                logits = model(x)
+            j = other_class(logits.detach(), y)
+            fi, fj = logits.gather(1, y[:, None])[:, 0], logits.gather(1, j[:, None])[:, 0]
+            direction = nn.functional.one_hot(y, logits.shape[1]) - nn.functional.one_hot(j, logits.shape[1])
+            grads = torch.autograd.grad(logits, [acts[name] for name in layers], grad_outputs=direction.to(logits))
+            num = (fi - fj).detach()
+            norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
+            dist.append((num.double() / norms.double().clamp_min(EPS)).cpu())
+            for v, name in zip(variation, layers):
+                v.add(acts[name].detach())
+            out_margin.append(num.double().cpu())
+            correct.append((logits.detach().argmax(1) == y).cpu())
+            check_time()
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+    tv = np.array([v.value() for v in variation])
+    return Margins(list(layers), torch.cat(dist, 1).numpy(), tv, torch.cat(out_margin).numpy(),
+                   torch.cat(correct).numpy())
+
+
+def margins(ctx: MeasureContext) -> Margins:
+    """The margins of this model on its training set, computed once and shared by all margin measures."""
+    return ctx.memo("margins", lambda: compute_margins(ctx.model, ctx.probe_layers, 
+                                                       ctx.train_batches(batch_size(ctx.train.x)), ctx.check_time))
+
+
+def quartile_signature(d: np.ndarray) -> np.ndarray:
+    """(lower fence, Q1, Q2, Q3, upper fence) of positive distances; fences are Tukey's whiskers: the most
+    extreme values within 1.5 IQR of the quartiles. Quartiles by linear interpolation."""
+    d = np.asarray(d, dtype=np.float64)
+    d = d[d > 0]
+    if d.size == 0:
+        raise ValueError("no positive margins: the model classifies no training point correctly")
+    q1, q2, q3 = np.quantile(d, [0.25, 0.5, 0.75])
+    iqr = q3 - q1
+    return np.array([d[d >= q1 - 1.5 * iqr].min(), q1, q2, q3, d[d <= q3 + 1.5 * iqr].max()])
+
+
+def moment_signature(d: np.ndarray, k: int = 5) -> np.ndarray:
+    """n-th roots of the first `k` raw moments of the positive distances: (E d^n)^(1/n), n = 1..k."""
+    d = np.asarray(d, dtype=np.float64)
+    d = d[d > 0]
+    if d.size == 0:
+        raise ValueError("no positive margins: the model classifies no training point correctly")
+    return np.array([np.mean(d ** n) ** (1.0 / n) for n in range(1, k + 1)])
+
+
+def _qrt(ctx: MeasureContext, normalize: bool = True) -> np.ndarray:
+    m = margins(ctx)
+    d = m.normalized() if normalize else m.distance
+    return np.stack([quartile_signature(row) for row in d])  # [layers, 5]
+
+
+def _layer(ctx: MeasureContext, k: int) -> np.ndarray:
+    return _qrt(ctx)[k]
+
+
+_NEEDS = ("train_data",)
+
+
+@register_measure("margin.qrt_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def qrt_log(ctx: MeasureContext) -> np.ndarray:
+    """Quartile signature (lower fence, Q1, Q2, Q3, upper fence) of normalised margins at 4 probe layers (20)."""
+    return _qrt(ctx).ravel()
+
+
+@register_measure("margin.qrt_linear", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def qrt_linear(ctx: MeasureContext) -> np.ndarray:
+    """The margin.qrt_log signature, regressed without the log transform."""
+    return _qrt(ctx).ravel()
+
+
+@register_measure("margin.qrt_log_unnorm", kind="signature", needs=_NEEDS, citation=DEMOGEN)
+def qrt_log_unnorm(ctx: MeasureContext) -> np.ndarray:
+    """Quartile signature of margins NOT divided by sqrt(total variation), 4 probe layers (20)."""
+    return _qrt(ctx, normalize=False).ravel()
+
+
+@register_measure("margin.moment_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def moment_log(ctx: MeasureContext) -> np.ndarray:
+    """(E d^n)^(1/n), n = 1..5, of the positive normalised margins at 4 probe layers (20)."""
+    return np.concatenate([moment_signature(row) for row in margins(ctx).normalized()])
+
+
+@register_measure("margin.sf_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def sf_log(ctx: MeasureContext) -> np.ndarray:
+    """Single statistic at every layer: the median Q2 of normalised margins at 4 probe layers (4).
+    The paper keeps its best statistic; genbench fixes the median in advance, choosing nothing on the gap."""
+    return _qrt(ctx)[:, 2]
+
+
+@register_measure("margin.sl_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def sl_log(ctx: MeasureContext) -> np.ndarray:
+    """Single layer: the quartile signature at the deepest probe layer h3 (5), the paper's best layer for its CNN."""
+    return _layer(ctx, -1)
+
+
+@register_measure("margin.best4_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+def best4_log(ctx: MeasureContext) -> np.ndarray:
+    """Four statistics, two from each of two hidden layers (Fig. 2 middle): Q1 and Q3 at h2 and h3, fixed in advance."""
+    q = _qrt(ctx)
+    return np.array([q[-2, 1], q[-2, 3], q[-1, 1], q[-1, 3]])
+
+
+def _register_single_layer(k: int, label: str) -> None:
+    def single(ctx: MeasureContext) -> np.ndarray:
+        return _layer(ctx, k)
+
+    single.__doc__ = f"Quartile signature of normalised margins at the probe layer {label!r} alone (5; Table 4)."
+    single.__name__ = f"margin_{label}"
+    register_measure(f"margin.{label}", kind="signature", needs=_NEEDS, citation=DEMOGEN, transform="log",
+                     invariances=("relu_rescale",))(single)
+
+
+for _k, _label in enumerate(LAYER_NAMES):
+    _register_single_layer(_k, _label)
+
+
+def spectral_complexity(model: nn.Module) -> float:
+    """R_A = prod ||A_i||_2 * (sum ||A_i^T||_{2,1}^{2/3} / ||A_i||_2^{2/3})^{3/2}, reference matrices 0,
+    BatchNorm folded, conv kernels as [out, in * k] matrices (Bartlett et al. 2017, Theorem 1.1)."""
+    spec, ratio = 1.0, 0.0
+    for layer in weight_layers(model):
+        a = layer.matrix.double()
+        s = float(torch.linalg.matrix_norm(a, ord=2))
+        l21 = float(a.norm(dim=1).sum())  # ||A^T||_{2,1}: the sum of the row norms of A
+        spec *= s
+        ratio += (l21 / s) ** (2.0 / 3.0)
+    return spec * ratio ** 1.5
+
+
+@register_measure("margin.spectral_log", kind="signature", needs=_NEEDS, citation=BARTLETT)
+def spectral_log(ctx: MeasureContext) -> np.ndarray:
+    """Quartile signature of output margins (f_i - f_j) / (R_A ||X||_F / n), R_A the spectral complexity (5)."""
+    m = margins(ctx)
+    x = ctx.train.x.double().flatten(1)
+    scale = spectral_complexity(ctx.model) * float(x.norm()) / len(x)
+    return quartile_signature(m.output_margin / scale)
+
+
+@torch.no_grad()
+def _jacobian_margins(model: nn.Module, batches, check_time) -> np.ndarray:
+    out = []
+    for x, y in batches:
+        x = x.detach().float().requires_grad_(True)
+        with torch.enable_grad():
+            logits = model(x)
+            jac = torch.stack([torch.autograd.grad(logits[:, c].sum(), x, retain_graph=c < logits.shape[1] - 1)[0]
+                               .flatten(1) for c in range(logits.shape[1])], dim=1)  # [b, classes, inputs]
+        j = other_class(logits, y)
+        num = logits.gather(1, y[:, None])[:, 0] - logits.gather(1, j[:, None])[:, 0]
+        spec = torch.linalg.matrix_norm(jac.double(), ord=2)
+        out.append((num.double() / (np.sqrt(2.0) * spec)).cpu())
+        check_time()
+    return torch.cat(out).numpy()
+
+
+@register_measure("margin.jacobian_log", kind="signature", needs=_NEEDS, citation=SOKOLIC)
+def jacobian_log(ctx: MeasureContext) -> np.ndarray:
+    """Quartile signature of input margins (f_i - f_j) / (sqrt(2) ||J(x)||_2), J = d logits / d x (5)."""
+    d = ctx.memo("jacobian_margins", lambda: _jacobian_margins(ctx.model, ctx.train_batches(batch_size(ctx.train.x)),
+                                                                     ctx.check_time))
+    return quartile_signature(d)
+
+
+@register_measure("margin.lm_linear", kind="signature", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
+def lm_linear(ctx: MeasureContext) -> np.ndarray:
+    """Large-margin hinge loss mean_x max(0, 1 - d_hat_l(x)) of signed normalised margins, per probe layer (4)."""
+    return np.maximum(0.0, 1.0 - margins(ctx).normalized()).mean(axis=1)

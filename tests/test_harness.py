@@ -1,0 +1,218 @@
+"""The registry, evaluate() with its cache and per-model failures, the CLI, and the conformance suite."""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import genbench as gb
+from genbench.cli import app
+from genbench.measures import registry
+from genbench.measures.check import check_measure
+
+
+@pytest.fixture
+def temp_measures():
+    """Register measures for one test and remove them afterwards."""
+    names = []
+
+    def register(name, **kw):
+        names.append(name)
+        return gb.register_measure(name, **kw)
+
+    yield register
+    for n in names:
+        registry.unregister_measure(n)
+
+
+def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
+    assert "margin.qrt_log" in gb.list_measures("margin.*")
+    assert all(n.startswith("norm.") for n in gb.list_measures("norm.*"))
+    assert gb.get_measure("margin.qrt_log").kind == "signature"
+    assert gb.get_measure("margin.qrt_log").transform == "log"
+    assert gb.get_measure("margin.qrt_linear").transform == "linear"
+    assert gb.get_measure("margin.qrt_log_unnorm").transform == "log"
+    with pytest.raises(gb.GenbenchError, match="already registered"):
+        gb.register_measure("margin.qrt_log")(lambda ctx: 0.0)
+    with pytest.raises(gb.GenbenchError, match="Did you mean 'margin.qrt_log'"):
+        gb.get_measure("margin.qrtlog")
+    with pytest.raises(gb.GenbenchError, match="family.variant"):
+        gb.register_measure("nodot")
+    with pytest.raises(gb.GenbenchError, match="need"):
+        gb.register_measure("x.y", needs=("test_data",))
+
+
+def test_every_builtin_carries_citation_and_docstring():
+    names = gb.list_measures()
+    catalogue = """margin.qrt_log margin.qrt_linear margin.qrt_log_unnorm margin.moment_log margin.sf_log
+    margin.best4_log margin.sl_log margin.input margin.h1 margin.h2 margin.h3 margin.spectral_log margin.jacobian_log
+    margin.lm_linear norm.params norm.fro_prod norm.fro_sum norm.spec_prod norm.spec_sum norm.spec_orig_margin
+    norm.spec_init_margin norm.fro_prod_margin norm.path norm.path_margin norm.param init.dist_fro init.dist_spec
+    pacbayes.init pacbayes.orig pacbayes.flatness pacbayes.mag_init pacbayes.mag_orig pacbayes.mag_flatness
+    sharpness.flatness output.margin_inv output.entropy layer.utilization_last layer.utilization_all
+    layer.contribution pgdl.dbi_mixup pgdl.augment_robustness pgdl.vpm""".split()
+    assert set(catalogue) <= set(names), sorted(set(catalogue) - set(names))
+    for n in names:
+        m = gb.get_measure(n)
+        assert m.citation and m.doc, n
+
+
+def test_third_party_measures_are_discovered_through_entry_points(tmp_path, monkeypatch):
+    pkg = tmp_path / "gbplugin_demo.py"
+    pkg.write_text("import genbench as gb\n\n@gb.register_measure('plugin.const', citation='test')\n"
+                   "def const(ctx):\n    '''Always 1.'''\n    return 1.0\n")
+    dist = tmp_path / "gbplugin_demo-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gbplugin-demo\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[genbench.measures]\nconst = gbplugin_demo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    try:
+        assert "plugin.const" in gb.list_measures("plugin.*")
+    finally:
+        registry.unregister_measure("plugin.const")
+        sys.modules.pop("gbplugin_demo", None)
+
+
+def test_evaluate_columns_match_direct_calls(digits_zoo, tmp_path):
+    df = gb.evaluate(["margin.qrt_log", "output.entropy"], digits_zoo, cache=tmp_path / "c", progress=False)
+    assert list(df["model_id"]) == digits_zoo.model_ids
+    assert [c for c in df.columns if c.startswith("margin.qrt_log[")] == [f"margin.qrt_log[{i}]" for i in range(20)]
+    assert df["margin.qrt_log:error"].isna().all() and df["output.entropy:error"].isna().all()
+    from genbench.harness.evaluate import training_set
+    from genbench.measures.context import MeasureContext
+    mid = digits_zoo.model_ids[5]
+    model = digits_zoo.load_model(mid)
+    ctx = MeasureContext(model=model, probe_layers=model.probe_layers(), needs=("train_data",),
+                         train=training_set(digits_zoo, mid))
+    row = df.set_index("model_id").loc[mid]
+    assert row["output.entropy"] == pytest.approx(gb.get_measure("output.entropy")(ctx), rel=1e-12)
+
+
+def test_failures_are_recorded_per_model_and_the_run_goes_on(digits_zoo, tmp_path, temp_measures):
+    first, second = digits_zoo.model_ids[:2]
+
+    @temp_measures("test.raises")
+    def raises(ctx):
+        """Raises on the first model."""
+        if ctx.model.config["width"] == 16 and not ctx.model.config["batchnorm"]:
+            raise RuntimeError("boom")
+        return 1.0
+
+    @temp_measures("test.nan")
+    def nan(ctx):
+        """NaN always."""
+        return math.nan
+
+    @temp_measures("test.shape", kind="signature")
+    def shape(ctx):
+        """Length depends on the model."""
+        return np.ones(3 if ctx.model.config["batchnorm"] else 2)
+
+    @temp_measures("test.scalar_vector")
+    def scalar_vector(ctx):
+        """A scalar measure returning a vector."""
+        return [1.0, 2.0]
+
+    @temp_measures("test.slow")
+    def slow(ctx):
+        """Spends its budget."""
+        import time
+        while True:
+            time.sleep(0.01)
+            ctx.check_time()
+
+    df = gb.evaluate("test.*", digits_zoo, cache=tmp_path / "c", progress=False, budget_s=0.05)
+    by_id = df.set_index("model_id")
+    assert "RuntimeError: boom" in by_id.loc[first, "test.raises:error"]
+    assert by_id["test.raises"].notna().sum() == len(df) - by_id["test.raises:error"].notna().sum() > 0
+    assert df["test.nan:error"].str.contains("non-finite").all()
+    assert df["test.scalar_vector:error"].str.contains("wrong shape").all()
+    bad_shape = df["test.shape:error"].dropna()
+    assert len(bad_shape) == len(df) // 2 and bad_shape.str.contains("wrong shape").all()
+    assert df["test.slow:error"].str.contains("over budget").all()
+    assert by_id.loc[second, "test.raises"] == 1.0 or by_id.loc[second, "test.raises:error"]
+
+
+def test_cache_makes_reruns_free_and_resumes(digits_zoo, tmp_path, temp_measures):
+    calls = []
+
+    @temp_measures("test.counted")
+    def counted(ctx):
+        """Counts its calls."""
+        calls.append(1)
+        return float(sum(p.detach().sum() for p in ctx.model.parameters()))
+
+    cache = tmp_path / "cache"
+    some = digits_zoo.model_ids[:3]
+    part = gb.evaluate("test.counted", digits_zoo, models=some, cache=cache, progress=False)
+    assert len(calls) == 3
+    full = gb.evaluate("test.counted", digits_zoo, cache=cache, progress=False)
+    assert len(calls) == len(digits_zoo)  # the first three came from the cache
+    again = gb.evaluate("test.counted", digits_zoo, cache=cache, progress=False)
+    assert len(calls) == len(digits_zoo)
+    pd.testing.assert_frame_equal(full, again)
+    np.testing.assert_array_equal(part["test.counted"], full["test.counted"][:3])
+
+
+def test_bad_evaluate_input_is_named(digits_zoo):
+    with pytest.raises(gb.GenbenchError, match="Did you mean"):
+        gb.evaluate("margin.qrt_lgo", digits_zoo, progress=False)
+    with pytest.raises(gb.GenbenchError, match="no measure matches"):
+        gb.evaluate("nothing.*", digits_zoo, progress=False)
+    with pytest.raises(gb.GenbenchError, match="model id"):
+        gb.evaluate("output.entropy", digits_zoo, models=["w16_bn0_ln0.0_s9"], progress=False)
+    with pytest.raises(gb.GenbenchError, match="executor"):
+        gb.evaluate("output.entropy", digits_zoo, executor="dask", progress=False)
+    if not __import__("torch").cuda.is_available():
+        with pytest.raises(gb.GenbenchError, match="no CUDA GPU"):
+            gb.evaluate("output.entropy", digits_zoo, device="cuda", progress=False)
+
+
+def test_cli_evaluate_writes_and_merges_the_value_table(digits_zoo, home):
+    runner = CliRunner()
+    r = runner.invoke(app, ["evaluate", "margin.qrt_log", "--zoo", "digits-mlp"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["evaluate", "output.*", "--zoo", "digits-mlp", "--models", "w16_*"])
+    assert r.exit_code == 0, r.output
+    df = gb.harness.load_values(gb.harness.values_path("digits-mlp"))
+    assert "margin.qrt_log[0]" in df.columns and "output.entropy" in df.columns
+    assert set(df.attrs["measures"]) == {"margin.qrt_log", "output.entropy", "output.margin_inv"}
+    assert df["output.entropy"].notna().sum() == len(digits_zoo) // 2
+    r = runner.invoke(app, ["measures", "list", "pacbayes.*"])
+    assert r.exit_code == 0 and "pacbayes.init" in r.output
+
+
+def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):
+    @temp_measures("test.random")
+    def random_measure(ctx):
+        """Not seeded."""
+        return float(np.random.rand())
+
+    @temp_measures("test.unnorm", kind="signature", needs=("train_data",), invariances=("relu_rescale",))
+    def unnorm(ctx):
+        """Claims an invariance it does not have."""
+        from genbench.measures.margin import margins
+        return margins(ctx).distance.mean(axis=1)
+
+    @temp_measures("test.sneaky")
+    def sneaky(ctx):
+        """Uses training data without declaring it."""
+        return float(ctx.train_data()[1].float().mean())
+
+    assert not check_measure("test.random", digits_zoo).passed
+    report = check_measure("test.unnorm", digits_zoo)
+    assert [r.name for r in report.results if not r.passed] == [
+        "invariant to rescaling a ReLU layer pair by 3 and 1/3"]
+    report = check_measure("test.sneaky", digits_zoo)
+    assert not report.passed and "did not declare" in str(report)
+
+
+@pytest.mark.parametrize("name", gb.list_measures())
+def test_every_builtin_passes_the_conformance_suite(name, digits_zoo):
+    report = check_measure(name, digits_zoo)
+    assert report.passed, str(report)

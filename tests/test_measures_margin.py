@@ -1,0 +1,187 @@
+"""Margin measures against values computed by hand on tiny networks, and the one-pass trick against a loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from genbench.measures import margin as M
+from genbench.measures import output as O
+from genbench.measures.context import MeasureContext, TrainingSet
+from genbench.measures.weights import rescale_relu_pair
+from genbench.models import build_model
+
+
+def _linear_net() -> torch.nn.Module:
+    """A 2-3-3 MLP whose hidden pre-activations are positive on the points used: logits = W2 (W1 x + b1)."""
+    net = build_model("mlp", dict(in_shape=[2], num_classes=3, width=3, depth=1))
+    with torch.no_grad():
+        net.blocks[0].fc.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]))
+        net.blocks[0].fc.bias.copy_(torch.tensor([1.0, 1.0, 1.0]))
+        net.head.weight.copy_(torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]))
+        net.head.bias.zero_()
+    return net.eval()
+
+
+X = torch.tensor([[3.0, 0.5], [0.5, 2.0], [1.0, 1.0], [2.0, 0.0]])
+Y = torch.tensor([0, 1, 1, 0])
+
+
+def _ctx(net, x=X, y=Y, needs=("train_data",)) -> MeasureContext:
+    return MeasureContext(model=net, probe_layers=net.probe_layers(), measure="margin.test", needs=needs,
+                          train=TrainingSet(x, y, num_classes=3))
+
+
+def _hand_margins():
+    """Distances at input and hidden layer written out: in the linear region grad_h(f_i - f_j) = w2_i - w2_j
+    and grad_x(f_i - f_j) = W1^T (w2_i - w2_j)."""
+    W1 = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    b1 = np.array([1.0, 1.0, 1.0])
+    W2 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]])
+    xs, ys = X.numpy().astype(float), Y.numpy()
+    H = xs @ W1.T + b1
+    F = H @ W2.T
+    d_in, d_h, out = [], [], []
+    for f, y in zip(F, ys):
+        order = [k for k in np.argsort(-f, kind="stable")]
+        j = order[1] if order[0] == y else order[0]
+        w = W2[y] - W2[j]
+        out.append(f[y] - f[j])
+        d_in.append((f[y] - f[j]) / np.sqrt(np.sum((W1.T @ w) ** 2)))
+        d_h.append((f[y] - f[j]) / np.sqrt(np.sum(w ** 2)))
+    tv_in = xs.var(axis=0).sum()
+    tv_h = H.var(axis=0).sum()
+    return np.array(d_in), np.array(d_h), tv_in, tv_h, np.array(out), F
+
+
+def test_margins_match_hand_computation():
+    net = _linear_net()
+    m = M.compute_margins(net, net.probe_layers(), iter([(X, Y)]))
+    d_in, d_h, tv_in, tv_h, out, F = _hand_margins()
+    assert net.probe_layers() == ["input", "blocks.0.fc"]
+    np.testing.assert_allclose(m.distance[0], d_in, rtol=1e-6)
+    np.testing.assert_allclose(m.distance[1], d_h, rtol=1e-6)
+    np.testing.assert_allclose(m.total_variation, [tv_in, tv_h], rtol=1e-9)
+    np.testing.assert_allclose(m.output_margin, out, rtol=1e-6)
+    np.testing.assert_array_equal(m.correct, F.argmax(1) == Y.numpy())
+    # the point (1, 1) with label 1 is misclassified: its margin is negative and excluded from signatures
+    assert m.distance[0][2] < 0 and not m.correct[2]
+
+
+def test_batches_give_the_same_margins_as_one_batch():
+    net = _linear_net()
+    one = M.compute_margins(net, net.probe_layers(), iter([(X, Y)]))
+    two = M.compute_margins(net, net.probe_layers(), iter([(X[:3], Y[:3]), (X[3:], Y[3:])]))
+    np.testing.assert_allclose(one.distance, two.distance, rtol=1e-12)
+    np.testing.assert_allclose(one.total_variation, two.total_variation, rtol=1e-6)
+
+
+def test_quartile_signature_by_hand():
+    # Q1=2, Q2=3, Q3=4, IQR=2: whiskers reach 2-3=-1 and 4+3=7, so the fences are 1 and 4 (100 is an outlier);
+    # negative margins (misclassified points) are dropped first
+    np.testing.assert_allclose(M.quartile_signature([1, 2, 3, 4, 100, -5]), [1, 2, 3, 4, 4])
+    np.testing.assert_allclose(M.quartile_signature([1.0, 2.0]), [1.0, 1.25, 1.5, 1.75, 2.0])
+    with pytest.raises(ValueError, match="no positive margins"):
+        M.quartile_signature([-1.0, 0.0])
+
+
+def test_moment_signature_by_hand():
+    d = np.array([1.0, 2.0, -3.0])
+    expected = [1.5, np.sqrt(2.5), (4.5) ** (1 / 3), (8.5) ** 0.25, (16.5) ** 0.2]
+    np.testing.assert_allclose(M.moment_signature(d), expected)
+
+
+def test_qrt_signatures_use_normalised_positive_margins():
+    net = _linear_net()
+    d_in, d_h, tv_in, tv_h, _, _ = _hand_margins()
+    ctx = _ctx(net)
+    sig = M.qrt_log(ctx).reshape(2, 5)
+    np.testing.assert_allclose(sig[0], M.quartile_signature(d_in / np.sqrt(tv_in)), rtol=1e-6)
+    np.testing.assert_allclose(sig[1], M.quartile_signature(d_h / np.sqrt(tv_h)), rtol=1e-6)
+    np.testing.assert_allclose(M.qrt_log_unnorm(ctx).reshape(2, 5)[0], M.quartile_signature(d_in), rtol=1e-6)
+    np.testing.assert_allclose(M.lm_linear(ctx), [np.mean(np.maximum(0, 1 - d_in / np.sqrt(tv_in))),
+                                                 np.mean(np.maximum(0, 1 - d_h / np.sqrt(tv_h)))], rtol=1e-6)
+
+
+def test_one_backward_pass_equals_a_per_example_loop():
+    torch.manual_seed(0)
+    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=3, batchnorm=True, dropout=0.3))
+    with torch.no_grad():
+        for mod in net.modules():
+            if isinstance(mod, torch.nn.BatchNorm1d):
+                mod.running_mean.normal_()
+                mod.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    x, y = torch.randn(30, 12), torch.randint(0, 5, (30,))
+    layers = net.probe_layers()
+    fast = M.compute_margins(net, layers, iter([(x, y)]))
+    modules = dict(net.named_modules())
+    for n in range(30):
+        store = {}
+        hooks = [modules[name].register_forward_hook(lambda _m, _i, o, name=name: store.__setitem__(name, o))
+                 for name in layers]
+        xi = x[n:n + 1].clone().requires_grad_(True)
+        logits = net(xi)[0]
+        for h in hooks:
+            h.remove()
+        i = int(y[n])
+        others = logits.detach().clone()
+        others[i] = -float("inf")
+        j = int(others.argmax()) if int(logits.argmax()) == i else int(logits.argmax())
+        diff = logits[i] - logits[j]
+        for k, name in enumerate(layers):
+            (g,) = torch.autograd.grad(diff, store[name], retain_graph=True)
+            expected = float(diff.detach()) / float(torch.sqrt(g.detach().double().pow(2).sum()))
+            assert fast.distance[k, n] == pytest.approx(expected, rel=1e-5)
+
+
+def test_normalised_signatures_survive_relu_rescaling_and_unnormalised_do_not():
+    torch.manual_seed(1)
+    net = build_model("mlp", dict(in_shape=[8], num_classes=3, width=16, depth=3)).eval()
+    x = torch.randn(200, 8)
+    y = net(x).argmax(1)  # every point correctly classified
+    scaled = rescale_relu_pair(net, 5.0)
+    a, b = M.qrt_log(_ctx(net, x, y)), M.qrt_log(_ctx(scaled, x, y))
+    np.testing.assert_allclose(a, b, rtol=1e-4)
+    ua, ub = M.qrt_log_unnorm(_ctx(net, x, y)), M.qrt_log_unnorm(_ctx(scaled, x, y))
+    assert not np.allclose(ua, ub, rtol=1e-2)
+
+
+def test_jacobian_margin_of_a_linear_network():
+    net = _linear_net()
+    W = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]) @ np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    _, _, _, _, out, _ = _hand_margins()
+    expected = out / (np.sqrt(2) * np.linalg.norm(W, 2))
+    np.testing.assert_allclose(M.jacobian_log(_ctx(net)), M.quartile_signature(expected), rtol=1e-6)
+
+
+def test_spectral_complexity_and_spectral_margin_by_hand():
+    net = _linear_net()
+    W1 = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    W2 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]])
+    s1, s2 = np.linalg.norm(W1, 2), np.linalg.norm(W2, 2)
+    l1, l2 = np.linalg.norm(W1, axis=1).sum(), np.linalg.norm(W2, axis=1).sum()
+    r = s1 * s2 * ((l1 / s1) ** (2 / 3) + (l2 / s2) ** (2 / 3)) ** 1.5
+    assert M.spectral_complexity(net) == pytest.approx(r, rel=1e-9)
+    _, _, _, _, out, _ = _hand_margins()
+    scale = r * np.linalg.norm(X.numpy()) / len(X)
+    np.testing.assert_allclose(M.spectral_log(_ctx(net)), M.quartile_signature(out / scale), rtol=1e-6)
+
+
+def test_output_measures_by_hand():
+    net = _linear_net()
+    _, _, _, _, out, F = _hand_margins()
+    ctx = _ctx(net)
+    assert O.margin_inv(ctx) == pytest.approx(1 / np.quantile(out, 0.1) ** 2, rel=1e-6)
+    p = np.exp(F - F.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    assert O.entropy(ctx) == pytest.approx(float(-(p * np.log(p)).sum(1).mean()), rel=1e-6)
+
+
+def test_undeclared_needs_are_refused():
+    net = _linear_net()
+    ctx = _ctx(net, needs=())
+    with pytest.raises(ValueError, match="did not declare"):
+        M.qrt_log(ctx)
+    with pytest.raises(ValueError, match="init_weights"):
+        _ = _ctx(net).init_model

@@ -1,0 +1,350 @@
+"""Norm, PAC-Bayes and sharpness measures against values worked out by hand on tiny networks."""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from genbench.errors import GenbenchError
+from genbench.measures import norm, pacbayes as pb
+from genbench.measures.context import MeasureContext, TrainingSet
+from genbench.measures.registry import _MEASURES
+from genbench.measures.weights import fold_batchnorm
+from genbench.models.mlp import MLP
+
+W1 = [[1.0, 2.0], [0.0, 3.0]]   # ||W1||_F^2 = 14, ||W1||_2^2 = 7 + 2 sqrt(10)
+W2 = [[1.0, 1.0], [2.0, -1.0]]  # ||W2||_F^2 = 7,  ||W2||_2^2 = (7 + sqrt(13)) / 2
+SPEC1, SPEC2 = 7 + 2 * math.sqrt(10), (7 + math.sqrt(13)) / 2
+GAMMA = 1.9  # 10th percentile (linear interpolation) of the margins 1, 2, ..., 10
+
+
+def tiny_net(w1=W1, w2=W2, b1=(0.0, 0.0), b2=(0.0, 0.0), batchnorm: bool = False) -> MLP:
+    """input 2 -> Linear(2, 2) [-> BN] -> ReLU -> Linear(2, 2), with the given weights."""
+    net = MLP(in_shape=[2], num_classes=2, width=2, depth=1, batchnorm=batchnorm)
+    with torch.no_grad():
+        net.blocks[0].fc.weight.copy_(torch.tensor(w1))
+        net.blocks[0].fc.bias.copy_(torch.tensor(b1))
+        net.head.weight.copy_(torch.tensor(w2))
+        net.head.bias.copy_(torch.tensor(b2))
+    return net.eval()
+
+
+def margin_data() -> TrainingSet:
+    """x = (t, 0), label 1, t = 1..10: the tiny net's hidden units stay active and the margin is exactly t."""
+    t = torch.arange(1, 11, dtype=torch.float32)
+    return TrainingSet(torch.stack([t, torch.zeros(10)], 1), torch.ones(10, dtype=torch.long), num_classes=2)
+
+
+def make_ctx(net: nn.Module, train: TrainingSet | None = None, init: nn.Module | None = None,
+             needs=("train_data", "init_weights"), seed: int = 0, measure: str = "norm.x") -> MeasureContext:
+    return MeasureContext(model=net, probe_layers=net.probe_layers(), measure=measure, needs=needs, seed=seed,
+                          train=train if train is not None else margin_data(), init_model=init)
+
+
+# --- norms --------------------------------------------------------------------------------------------
+def test_frobenius_and_spectral_norms_match_hand_values():
+    ctx = make_ctx(tiny_net())
+    assert norm.fro_prod(ctx) == pytest.approx(math.log(14 * 7))
+    assert norm.fro_sum(ctx) == pytest.approx(math.log(2 * math.sqrt(14 * 7)))
+    assert norm.spec_prod(ctx) == pytest.approx(math.log(SPEC1 * SPEC2))
+    assert norm.spec_sum(ctx) == pytest.approx(math.log(2 * math.sqrt(SPEC1 * SPEC2)))
+    assert norm.param(ctx) == pytest.approx(21.0)
+
+
+def test_biases_do_not_enter_the_weight_norms():
+    assert norm.param(make_ctx(tiny_net(b1=(5.0, -5.0), b2=(3.0, 1.0)))) == pytest.approx(21.0)
+
+
+def bn_net() -> MLP:
+    """The tiny net with a BatchNorm (eps 0) whose fold scales the rows by (2, 0.5) and shifts by (-1, 1.5)."""
+    net = tiny_net(batchnorm=True)
+    bn = net.blocks[0].bn
+    bn.eps = 0.0
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.tensor([0.5, -1.0]))
+        bn.running_var.copy_(torch.tensor([1.0, 4.0]))
+        bn.weight.copy_(torch.tensor([2.0, 1.0]))
+        bn.bias.copy_(torch.tensor([0.0, 1.0]))
+    return net
+
+
+def test_norms_fold_batchnorm_first():
+    # folded W1 = [[2, 4], [0, 1.5]]: ||.||_F^2 = 22.25; W^T W = [[4, 8], [8, 18.25]] has trace 22.25, det 9
+    ctx = make_ctx(bn_net())
+    spec1 = (22.25 + math.sqrt(22.25 ** 2 - 36)) / 2
+    assert norm.param(ctx) == pytest.approx(22.25 + 7)
+    assert norm.fro_prod(ctx) == pytest.approx(math.log(22.25 * 7))
+    assert norm.spec_prod(ctx) == pytest.approx(math.log(spec1 * SPEC2))
+
+
+def test_params_counts_every_parameter_of_the_model():
+    assert norm.params(make_ctx(tiny_net())) == 12            # 4 + 2 + 4 + 2
+    assert norm.params(make_ctx(bn_net())) == 16              # plus BN scale and shift
+
+
+def test_path_norm_sums_squared_weights_over_paths():
+    # hidden: rows of W1^2 sum to (5, 9), plus b1^2 = (1, 1) -> (6, 10); out: W2^2 (6, 10) + b2^2 = (16.25, 34)
+    ctx = make_ctx(tiny_net(b1=(1.0, -1.0), b2=(0.5, 0.0)))
+    assert norm.path(ctx) == pytest.approx(16.25 + 34)
+    assert norm.path(make_ctx(tiny_net())) == pytest.approx(14 + 29)
+
+
+def test_path_norm_uses_the_folded_batchnorm():
+    # folded: W1^2 rows (20, 2.25) + b1^2 (1, 2.25) = (21, 4.5); W2^2 = [[1, 1], [4, 1]] -> 25.5 + 88.5
+    assert norm.path(make_ctx(bn_net())) == pytest.approx(114.0)
+
+
+def test_path_norm_squares_an_unfolded_batchnorm_as_an_affine_map():
+    # BN before the Linear is not folded: x -> 2x - 1 per channel (mean 0.5, var 1, weight 2, bias 0)
+    bn, lin = nn.BatchNorm1d(2, eps=0.0), nn.Linear(2, 1)
+    with torch.no_grad():
+        bn.running_mean.fill_(0.5)
+        bn.weight.fill_(2.0)
+        bn.bias.zero_()
+        lin.weight.copy_(torch.tensor([[1.0, -3.0]]))
+        lin.bias.fill_(2.0)
+    model = nn.Sequential(bn, lin).eval()
+    # squared: each channel 4 * 1 + 1 = 5; output 1 * 5 + 9 * 5 + 4
+    assert norm.path_norm_value(model, [2]) == pytest.approx(54.0)
+    assert model[0].weight[0].item() == 2.0  # the model itself is untouched
+
+
+def test_margin_forms_divide_by_gamma_squared():
+    ctx = make_ctx(tiny_net())
+    assert norm.log_gamma_sq(ctx) == pytest.approx(2 * math.log(GAMMA))
+    assert norm.fro_prod_margin(ctx) == pytest.approx(math.log(14 * 7 / GAMMA ** 2))
+    assert norm.spec_orig_margin(ctx) == pytest.approx(
+        math.log(SPEC1 * SPEC2 / GAMMA ** 2 * (14 / SPEC1 + 7 / SPEC2)))
+    assert norm.path_margin(ctx) == pytest.approx(43 / GAMMA ** 2)
+
+
+def test_distance_from_init_matches_hand_values():
+    # W1 - W1_0 = [[0, 0], [0, 3]] (F^2 = spec^2 = 9); W2_0 = 0 so W2 - W2_0 = W2
+    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
+    ctx = make_ctx(tiny_net(), init=init)
+    assert norm.dist_fro(ctx) == pytest.approx(9 + 7)
+    assert norm.dist_spec(ctx) == pytest.approx(9 + SPEC2)
+    assert norm.spec_init_margin(ctx) == pytest.approx(
+        math.log(SPEC1 * SPEC2 / GAMMA ** 2 * (9 / SPEC1 + 7 / SPEC2)))
+
+
+def test_distance_from_init_folds_the_init_batchnorm_too():
+    init = bn_net()
+    with torch.no_grad():
+        init.blocks[0].bn.weight.copy_(torch.tensor([1.0, 1.0]))   # folded init W1 = [[1, 2], [0, 1.5]]
+    ctx = make_ctx(bn_net(), init=init)
+    assert norm.dist_fro(ctx) == pytest.approx(1 + 4 + 0)          # [[1, 2], [0, 0]]; heads are equal
+    assert norm.dist_spec(ctx) == pytest.approx(5.0)
+
+
+def test_init_measures_need_init_weights_declared():
+    ctx = make_ctx(tiny_net(), init=tiny_net(), needs=("train_data",))
+    with pytest.raises(GenbenchError, match="init_weights"):
+        norm.dist_fro(ctx)
+
+
+def test_norms_are_computed_once_per_model():
+    ctx = make_ctx(tiny_net())
+    norm.fro_prod(ctx)
+    with torch.no_grad():
+        ctx.model.head.weight.mul_(10)  # a fresh model would change; the memo keeps the first folding
+    assert norm.param(ctx) == pytest.approx(21.0)
+
+
+def test_registered_metadata():
+    names = ["norm.params", "norm.fro_prod", "norm.fro_sum", "norm.fro_prod_margin", "norm.spec_prod",
+             "norm.spec_sum", "norm.spec_orig_margin", "norm.spec_init_margin", "norm.path", "norm.path_margin",
+             "norm.param", "init.dist_fro", "init.dist_spec", "pacbayes.init", "pacbayes.orig",
+             "pacbayes.flatness", "pacbayes.mag_init", "pacbayes.mag_orig", "pacbayes.mag_flatness",
+             "sharpness.flatness"]
+    for name in names:
+        m = _MEASURES[name]
+        assert m.kind == "scalar" and m.higher_means == "larger_gap" and m.doc, name
+    assert "init_weights" in _MEASURES["pacbayes.init"].needs
+    assert "init_weights" not in _MEASURES["pacbayes.orig"].needs
+    assert _MEASURES["norm.param"].needs == ()
+
+
+# --- the radius search --------------------------------------------------------------------------------
+@pytest.mark.parametrize("power", [1.0, 2.0, 0.5])
+def test_search_radius_finds_the_target_drop(power):
+    drop = lambda r: min(1.0, r ** power)  # noqa: E731
+    r = pb.search_radius(drop)
+    assert abs(drop(r) - pb.TARGET_DROP) <= pb.TOLERANCE
+
+
+def test_search_radius_brackets_are_capped():
+    assert pb.search_radius(lambda r: 0.0) == pb.CAP
+    assert pb.search_radius(lambda r: 1.0) == pb.FLOOR
+
+
+def test_search_radius_returns_a_feasible_radius_when_the_drop_jumps():
+    r = pb.search_radius(lambda r: 0.5 if r > 0.3 else 0.0)  # no radius is within tolerance
+    assert 0.3 - 1e-3 < r <= 0.3
+
+
+class SpyModel:
+    """Stands in for FlatModel in gaussian_drop: records the perturbations it is evaluated at."""
+
+    def __init__(self, w: torch.Tensor):
+        self.w, self.seen = w, []
+
+    def accuracy(self, flat, x, y):
+        self.seen.append(flat - self.w)
+        return 1.0
+
+
+def test_gaussian_noise_std_is_sigma_not_its_square():
+    z = torch.randn(pb.N_MC, 20000, generator=torch.Generator().manual_seed(0))
+    spy = SpyModel(torch.zeros(20000))
+    pb.gaussian_drop(spy, None, None, z, lambda s: s)(0.5)
+    noise = torch.stack(spy.seen[1:])
+    assert noise.std().item() == pytest.approx(0.5, rel=0.02)
+
+
+def test_magnitude_aware_noise_std():
+    w = torch.full((20000,), 3.0)
+    z = torch.randn(pb.N_MC, 20000, generator=torch.Generator().manual_seed(0))
+    spy = SpyModel(w)
+    pb.gaussian_drop(spy, None, None, z, lambda s: torch.sqrt(s ** 2 * w ** 2 + pb.EPS_MAG ** 2))(0.5)
+    assert torch.stack(spy.seen[1:]).std().item() == pytest.approx(math.sqrt(2.25 + 1e-6), rel=0.02)
+
+
+# --- PAC-Bayes ----------------------------------------------------------------------------------------
+def blob_data(n: int = 400, seed: int = 0) -> TrainingSet:
+    """Two Gaussian blobs in the positive quadrant, separable by the tiny net."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.rand(n, 2, generator=g) + torch.stack([y, 1 - y], 1).float() * 2
+    return TrainingSet(x, y, num_classes=2)
+
+
+def linear_net(scale: float = 1.0) -> MLP:
+    """A linear classifier (depth 0) that labels blob_data perfectly, its weights multiplied by `scale`."""
+    net = MLP(in_shape=[2], num_classes=2, width=2, depth=0)
+    with torch.no_grad():
+        net.head.weight.copy_(scale * torch.tensor([[-1.0, 1.0], [1.0, -1.0]]))
+        net.head.bias.zero_()
+    return net.eval()
+
+
+def searched_sigma(net: nn.Module, data: TrainingSet, magnitude: bool = False, seed: int = 0) -> float:
+    ctx = make_ctx(net, data, seed=seed)
+    key = "pacbayes.mag_sigma" if magnitude else "pacbayes.sigma"
+    x, y = ctx.subsample(pb.SUBSAMPLE)
+    return pb.pacbayes_sigma(fold_batchnorm(net), x, y, pb.noise_generator(ctx, key), magnitude=magnitude)
+
+
+def test_pacbayes_formulas_given_the_searched_sigma():
+    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
+    net, data = tiny_net(b1=(1.0, 0.0), b2=(0.0, 2.0)), blob_data()
+    ctx = make_ctx(net, data, init=init)
+    s = searched_sigma(net, data)
+    # ||w||^2 = 14 + 1 + 7 + 4; ||w - w0||^2 = 9 + (9 + 16) + 7 + 4
+    assert pb.orig(ctx) == pytest.approx(26 / (4 * s ** 2) + math.log(400 / s) + 10)
+    assert pb.init(ctx) == pytest.approx(45 / (4 * s ** 2) + math.log(400 / s) + 10)
+    assert pb.flatness(ctx) == pytest.approx(1 / s ** 2)
+
+
+def test_magnitude_aware_formulas_given_the_searched_sigma():
+    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
+    net, data = tiny_net(b1=(1.0, 0.0), b2=(0.0, 2.0)), blob_data()
+    ctx = make_ctx(net, data, init=init)
+    s = searched_sigma(net, data, magnitude=True)
+    eps2 = pb.EPS_MAG ** 2
+
+    def bound(v: list[float]) -> float:
+        v = np.array(v)
+        num = eps2 + (s ** 2 + 1) * np.sum(v ** 2) / len(v)
+        return float(np.sum(np.log(num / (eps2 + s ** 2 * v ** 2)))) / 4 + math.log(400 / s) + 10
+
+    # parameters in order: W1, b1, W2, b2
+    assert pb.mag_orig(ctx) == pytest.approx(bound([1, 2, 0, 3, 1, 0, 1, 1, 2, -1, 0, 2]))
+    assert pb.mag_init(ctx) == pytest.approx(bound([0, 0, 0, 3, -3, -4, 1, 1, 2, -1, 0, 2]))
+    assert pb.mag_flatness(ctx) == pytest.approx(1 / s ** 2)
+
+
+def test_sigma_search_is_deterministic_and_shared_whatever_measure_runs_first():
+    net, data = linear_net(), blob_data()
+    memo: dict = {}
+    a = MeasureContext(model=net, probe_layers=[], measure="pacbayes.flatness", needs=("train_data",),
+                       train=data, memo=memo)
+    b = MeasureContext(model=net, probe_layers=[], measure="pacbayes.orig", needs=("train_data",), train=data)
+    assert pb.flatness(a) == pb.flatness(b)   # separate memos, different measure names
+    assert pb.sigma(a) == searched_sigma(net, data)
+    assert memo["pacbayes.sigma"] == pb.sigma(a)
+    assert pb.FLOOR < pb.sigma(a) < pb.CAP
+
+
+def test_sigma_scales_with_a_scaled_linear_classifier():
+    data = blob_data()
+    x, y = data.x, data.y
+    z = torch.randn(pb.N_MC, 6, generator=torch.Generator().manual_seed(0))
+    small, big = pb.FlatModel(linear_net(1.0)), pb.FlatModel(linear_net(2.0))
+    d_small = pb.gaussian_drop(small, x, y, z, lambda s: s)
+    d_big = pb.gaussian_drop(big, x, y, z, lambda s: s)
+    for r in (0.1, 0.4, 1.0, 3.0):
+        assert d_big(2 * r) == d_small(r)       # common random numbers: the same draws, scaled
+    ratio = searched_sigma(linear_net(2.0), data) / searched_sigma(linear_net(1.0), data)
+    assert 1.5 < ratio < 2.7
+
+
+def trained_mlp(seed: int = 0) -> tuple[MLP, TrainingSet]:
+    """A small MLP fitted to 3 Gaussian classes."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(3, 8, generator=g) * 2
+    y = torch.randint(0, 3, (300,), generator=g)
+    x = centers[y] + torch.randn(300, 8, generator=g)
+    net = MLP(in_shape=[8], num_classes=3, width=16, depth=2, batchnorm=True)
+    opt = torch.optim.Adam(net.parameters(), 1e-2)
+    net.train()
+    for _ in range(100):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    return net.eval(), TrainingSet(x, y, num_classes=3)
+
+
+def test_a_more_robust_model_gets_a_larger_sigma():
+    net, data = trained_mlp()
+    big = copy.deepcopy(net)
+    with torch.no_grad():  # same decisions, but noise on the logits layer matters 8 times less
+        big.head.weight.mul_(8)
+        big.head.bias.mul_(8)
+    assert searched_sigma(big, data) > searched_sigma(net, data)
+    assert searched_sigma(big, data, magnitude=True) >= searched_sigma(net, data, magnitude=True)
+
+
+# --- sharpness ----------------------------------------------------------------------------------------
+def test_ascent_finds_a_worse_loss_than_random_points_in_the_box():
+    net, data = trained_mlp()
+    fm = pb.FlatModel(fold_batchnorm(net))
+    g = torch.Generator().manual_seed(1)
+    alpha = 0.05
+    start = 2 * torch.rand(fm.w.numel(), generator=g) - 1
+    u, worst = pb.ascend_in_box(fm, data.x, data.y, alpha, start)
+    assert u.abs().max().item() <= alpha + 1e-7
+    random_losses = [pb.box_loss(fm, data.x, data.y, alpha * (2 * torch.rand(fm.w.numel(), generator=g) - 1))
+                     for _ in range(20)]
+    assert pb.box_loss(fm, data.x, data.y, u) > max(random_losses)
+    assert worst <= fm.accuracy(fm.w + alpha * start, data.x, data.y)
+
+
+def test_sharpness_alpha_is_deterministic_and_within_the_gaussian_sigma():
+    net, data = trained_mlp()
+    ctx1, ctx2 = make_ctx(net, data, measure="sharpness.flatness"), make_ctx(net, data, measure="other")
+    value = pb.sharpness_flatness(ctx1)
+    assert value == pb.sharpness_flatness(ctx2)
+    alpha = 1 / math.sqrt(value)
+    x, y = ctx1.subsample(pb.SUBSAMPLE)
+    fm = pb.FlatModel(fold_batchnorm(net))
+    start = 2 * torch.rand(fm.w.numel(), generator=pb.noise_generator(ctx1, "sharpness.alpha")) - 1
+    drop = fm.accuracy(fm.w, x, y) - pb.ascend_in_box(fm, x, y, alpha, start)[1]
+    assert drop <= pb.TARGET_DROP + pb.TOLERANCE
+    # the worst case in a box is harder to survive than a Gaussian of a similar per-coordinate scale
+    assert alpha < searched_sigma(net, data)
