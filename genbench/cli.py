@@ -162,6 +162,84 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     console.print(f"values: {path}")
 
 
+def _fmt(v: float, lo: float = float("nan"), hi: float = float("nan"), scale: float = 1.0) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    text = f"{v * scale:.2f}"
+    if not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{lo * scale:.2f}, {hi * scale:.2f}]"
+    return text
+
+
+def _values_for(zoo, names: list[str], path: Optional[Path]):
+    """The value table of a zoo with (at least) these measures, evaluating the missing ones (cached)."""
+    from .harness import evaluate, load_values, save_values, values_path
+    from .measures import resolve_measures
+
+    path = path or values_path(zoo.name)
+    wanted = [m.name for m in resolve_measures(names)] if names else None
+    df = load_values(path) if path.is_file() else None
+    have = set(df.attrs.get("measures", {})) if df is not None else set()
+    if df is not None and df.attrs.get("table_sha256") != zoo.manifest["files"].get("models.parquet"):
+        df, have = None, set()
+    if wanted is None and df is None:
+        raise GenbenchError(f"no values for zoo {zoo.name!r} yet: name the measures to score, or run "
+                            f"`genbench evaluate MEASURE... --zoo {zoo.name}` first")
+    missing = [n for n in (wanted or []) if n not in have]
+    if missing:
+        console.print(f"evaluating {len(missing)} measure(s) not in {path} (cached values are reused)")
+        save_values(evaluate(missing, zoo), path)
+        df = load_values(path)
+    return df, wanted
+
+
+@app.command("score")
+def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all evaluated)"),
+              zoo: str = typer.Option(..., "--zoo", help="zoo name or folder"),
+              target: str = typer.Option("gap", help="gap or test_acc"),
+              table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
+              n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the 95% intervals"),
+              values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
+              ) -> None:
+    """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
+    from .scoring import score
+    from .scoring.demogen import MEASURES, demogen_table
+    from .zoo import load_zoo
+
+    if table not in (None, "demogen"):
+        raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
+    z = load_zoo(zoo)
+    df, wanted = _values_for(z, list(measures or (MEASURES if table else [])), values)
+    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot)
+    if table == "demogen":
+        for which, title in ((1, "Table 1: ablations"), (4, "Table 4: single layers, qrt+log")):
+            t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "MSE x1e-3 [95%]", "paper adj R2", "paper kf R2",
+                      "paper MSE", title=f"DEMOGEN {title} on {z.name} (paper: CNN on CIFAR-10)")
+            for _, r in demogen_table(scores, which).iterrows():
+                t.add_row(r["setting"], _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
+                          _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]),
+                          _fmt(r["mse"], r["mse_lo"], r["mse_hi"]), _fmt(r["paper_adj_r2"]),
+                          "negative" if r["paper_kfold_r2"] is None else _fmt(r["paper_kfold_r2"]), _fmt(r["paper_mse"]))
+            console.print(t)
+        return
+    t = Table("measure", "adj R2", "k-fold R2", "tau", "Psi", "CMI (sign)", "sign-error worst/mean", "notes",
+              title=f"{z.name}: target {target}, {len(scores)} measures, 95% bootstrap intervals")
+    for s in sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf")))):
+        iv = s.intervals
+        nan2 = (float("nan"), float("nan"))
+        cmi = _fmt(s.values.get("cmi"), *iv.get("cmi", nan2))
+        if s.values.get("cmi") is not None and s.cmi_sign == s.cmi_sign:
+            cmi += f" ({'+' if s.cmi_sign > 0 else '-'})"
+        t.add_row(s.measure, _fmt(s.values.get("adj_r2"), *iv.get("adj_r2", nan2)),
+                  _fmt(s.values.get("kfold_r2"), *iv.get("kfold_r2", nan2)),
+                  _fmt(s.values.get("tau"), *iv.get("tau", nan2)), _fmt(s.values.get("psi"), *iv.get("psi", nan2)), cmi,
+                  f"{_fmt(s.values.get('sign_error_worst'))}/{_fmt(s.values.get('sign_error_mean'))}",
+                  "; ".join(s.notes)[:60])
+    console.print(t)
+
+
 def main() -> None:
     """Entry point: user errors become one readable line and exit status 2."""
     try:

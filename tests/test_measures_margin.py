@@ -185,3 +185,14 @@ def test_undeclared_needs_are_refused():
         M.qrt_log(ctx)
     with pytest.raises(ValueError, match="init_weights"):
         _ = _ctx(net).init_model
+
+
+def test_points_flat_at_a_layer_are_left_out_there():
+    net = _linear_net()
+    x = torch.cat([X, torch.tensor([[-5.0, -5.0]])])  # every hidden ReLU is off: no gradient flows back
+    y = torch.cat([Y, torch.tensor([0])])
+    m = M.compute_margins(net, net.probe_layers(), iter([(x, y)]))
+    assert np.isnan(m.distance[:, -1]).all() and np.isfinite(m.distance[:, :-1]).all()
+    np.testing.assert_allclose(M.qrt_log_unnorm(_ctx(net, x, y)), M.qrt_log_unnorm(_ctx(net)), rtol=1e-6)
+    lm = M.lm_linear(_ctx(net, x, y))
+    assert np.isfinite(lm).all()

@@ -1,0 +1,44 @@
+"""The DEMOGEN ablation tables (Jiang et al. 2019, Tables 1 and 4) measured on a zoo, beside the paper's
+CIFAR-10 CNN column (adjusted R^2, k-fold R^2, MSE in 1e-3; None where the paper reports "negative")."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .scores import Scores
+
+# row label, genbench measure, paper CNN + CIFAR-10: (adj R^2, k-fold R^2, MSE x 1e-3)
+TABLE1 = [
+    ("qrt+log", "margin.qrt_log", (0.94, 0.90, 1.5)),
+    ("qrt+log+unnorm", "margin.qrt_log_unnorm", (0.89, 0.86, 2.0)),
+    ("qrt+linear", "margin.qrt_linear", (0.88, 0.84, 2.2)),
+    ("sf+log", "margin.sf_log", (0.73, 0.69, 3.5)),
+    ("sl+log", "margin.sl_log", (0.86, 0.84, 2.2)),
+    ("moment+log", "margin.moment_log", (0.93, 0.87, 1.6)),
+    ("best4+log", "margin.best4_log", (0.89, 0.88, 2.1)),
+    ("spectral+log", "margin.spectral_log", (0.73, 0.70, 3.5)),
+    ("Jacobian+log", "margin.jacobian_log", (0.42, None, 5.0)),
+    ("LM+linear", "margin.lm_linear", (0.35, None, 5.2)),
+]
+TABLE4 = [
+    ("input", "margin.input", (0.77, 0.73, 3.1)),
+    ("h1", "margin.h1", (0.77, 0.74, 3.1)),
+    ("h2", "margin.h2", (0.80, 0.77, 3.0)),
+    ("h3", "margin.h3", (0.86, 0.84, 2.2)),
+    ("all layers", "margin.qrt_log", (0.94, 0.90, 1.5)),
+]
+MEASURES = sorted({m for _, m, _ in TABLE1 + TABLE4})
+
+
+def demogen_table(scores: Scores, which: int = 1) -> pd.DataFrame:
+    """Rows of Table 1 (which=1) or Table 4 (which=4): measured scores with intervals, and the paper's."""
+    rows = []
+    for label, name, (p_adj, p_kf, p_mse) in (TABLE1 if which == 1 else TABLE4):
+        s = scores.items.get(name)
+        row = {"setting": label, "measure": name}
+        for key, scale in (("adj_r2", 1.0), ("kfold_r2", 1.0), ("mse", 1e3)):
+            v = s.values.get(key, float("nan")) * scale if s else float("nan")
+            lo, hi = s.intervals.get(key, (float("nan"), float("nan"))) if s else (float("nan"), float("nan"))
+            row[key], row[key + "_lo"], row[key + "_hi"] = v, lo * scale, hi * scale
+        row.update(paper_adj_r2=p_adj, paper_kfold_r2=p_kf, paper_mse=p_mse)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,220 @@
+"""gb.score(values, zoo): regression and rank scores of every measure in a value table, each with a 95%
+bootstrap interval over models, and the reasons for anything that could not be computed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import GenbenchError
+from ..zoo.storage import Zoo, load_zoo
+from . import rank
+from .regression import K_FOLDS, RegressionResult, bootstrap, fit
+
+TARGETS = ("gap", "test_acc")
+N_BOOT = 1000
+LEVEL = 0.95
+SCORE_NAMES = ("adj_r2", "kfold_r2", "mse", "tau", "psi", "cmi", "cmi_pgdl", "sign_error_worst",
+               "sign_error_p90", "sign_error_mean")
+
+
+@dataclass
+class MeasureScores:
+    """All scores of one measure on one zoo, with intervals and what could not be computed (and why)."""
+
+    measure: str
+    kind: str
+    transform: str | None
+    target: str
+    n: int
+    dropped: int
+    features: int
+    values: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    coef: list[float] = field(default_factory=list)
+    intercept: float = float("nan")
+    psi_axes: dict[str, float] = field(default_factory=dict)
+    cmi_sign: float = float("nan")
+    predictions: pd.Series | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> float:
+        if name in SCORE_NAMES:
+            return self.values.get(name, float("nan"))
+        raise AttributeError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the k-fold predictions as {model_id: value})."""
+        d = {k: v for k, v in self.__dict__.items() if k != "predictions"}
+        d["intervals"] = {k: list(v) for k, v in self.intervals.items()}
+        d["predictions"] = None if self.predictions is None else {str(k): float(v) for k, v in self.predictions.items()}
+        return d
+
+
+class Scores:
+    """Scores of several measures on one zoo: `scores[name]` and `scores.table` (one row per measure)."""
+
+    def __init__(self, zoo: str, target: str, items: dict[str, MeasureScores]):
+        self.zoo, self.target, self.items = zoo, target, items
+
+    def __getitem__(self, name: str) -> MeasureScores:
+        if name not in self.items:
+            from ..errors import did_you_mean
+            raise did_you_mean(name, self.items, what="scored measure")
+        return self.items[name]
+
+    def __iter__(self):
+        return iter(self.items.values())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for s in self.items.values():
+            row = {"measure": s.measure, "kind": s.kind, "phi": s.transform or "", "n": s.n, "dropped": s.dropped}
+            for k in SCORE_NAMES:
+                row[k] = s.values.get(k, np.nan)
+                lo, hi = s.intervals.get(k, (np.nan, np.nan))
+                row[k + "_lo"], row[k + "_hi"] = lo, hi
+            row["notes"] = "; ".join(s.notes)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def measure_matrix(values: pd.DataFrame, name: str) -> np.ndarray:
+    """The columns of one measure in a value table: [n, 1] for a scalar, [n, p] for a signature."""
+    cols = [c for c in values.columns if c == name or (c.startswith(name + "[") and c.endswith("]"))]
+    if not cols:
+        raise GenbenchError(f"the value table has no column for measure {name!r}; "
+                            f"run `genbench evaluate {name} --zoo ZOO` first")
+    return values[cols].to_numpy(dtype=float)
+
+
+def _interval(samples: np.ndarray) -> tuple[float, float]:
+    s = samples[np.isfinite(samples)]
+    if len(s) < 10:
+        return (float("nan"), float("nan"))
+    a = (1 - LEVEL) / 2
+    return (float(np.quantile(s, a)), float(np.quantile(s, 1 - a)))
+
+
+def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
+    """The grid axes of the given models (hp.* columns, renamed to the axis names)."""
+    t = zoo.table.set_index("model_id").loc[ids]
+    axes = [a for a in zoo.hparams if f"hp.{a}" in t.columns]
+    return t[[f"hp.{a}" for a in axes]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
+
+
+def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
+                  transform: str | None, target: str, n_test: int, dropped: int = 0, k: int = K_FOLDS,
+                  seed: int = 0, n_boot: int = N_BOOT) -> MeasureScores:
+    """Every score of one measure on complete rows; what cannot be computed gets NaN and a note."""
+    s = MeasureScores(measure=name, kind=kind, transform=transform, target=target, n=len(y), dropped=dropped,
+                      features=x.shape[1])
+    if dropped:
+        s.notes.append(f"{dropped} model(s) without a value (failed) were dropped, not imputed")
+    if len(y) < 3:
+        s.notes.append(f"only {len(y)} models have values: nothing can be scored")
+        return s
+    if np.ptp(y) == 0:
+        s.notes.append(f"the target {target!r} is constant over these models: no score is defined")
+        return s
+    weights = rank.bootstrap_weights(len(y), B=n_boot, seed=seed)
+    features = x
+    if transform == "log":
+        bad = int((x <= 0).any(axis=1).sum())
+        if bad:
+            s.notes.append(f"{bad} model(s) have a non-positive value under the log transform: "
+                           "no regression score (rank scores use the raw values)")
+            features = None
+        else:
+            features = np.log(x)
+    ranked = None
+    if features is not None:
+        if len(y) < max(k, features.shape[1] + 2):
+            s.notes.append(f"{len(y)} models are too few for {k}-fold cross-validation with {features.shape[1]} "
+                           f"features: regression scores skipped")
+        else:
+            reg = fit(features, y, k=k, seed=seed)
+            _add_regression(s, reg, bootstrap(features, y, weights, reg.folds), ids)
+            ranked = reg.heldout if kind == "signature" else None
+    if kind == "scalar":
+        ranked = x[:, 0]
+    if ranked is None:
+        s.notes.append("rank scores need a scalar or the k-fold predictions of a signature: skipped")
+        return s
+    _add_rank(s, ranked, y, hp, weights, n_test)
+    return s
+
+
+def _add_regression(s: MeasureScores, reg: RegressionResult, boot: dict[str, np.ndarray], ids: list[str]) -> None:
+    s.values.update(adj_r2=reg.adj_r2, kfold_r2=reg.kfold_r2, mse=reg.mse)
+    s.coef, s.intercept = reg.coef.tolist(), reg.intercept
+    s.predictions = pd.Series(reg.heldout, index=ids, name="heldout_prediction")
+    for key, samples in boot.items():
+        s.intervals[key] = _interval(samples)
+
+
+def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame, weights: np.ndarray,
+              n_test: int) -> None:
+    s.values["tau"] = float(rank.kendall_tau(mu, y))
+    s.intervals["tau"] = _interval(np.asarray(rank.kendall_tau(mu, y, weights=weights)))
+    try:
+        psi, axes = rank.granulated_psi(mu, y, hp)
+        s.values["psi"], s.psi_axes = float(psi), {a: float(v) for a, v in axes.items()}
+        s.intervals["psi"] = _interval(np.asarray(rank.granulated_psi(mu, y, hp, weights=weights)[0]))
+        cmi, _, sign = rank.conditional_mi(mu, y, hp)
+        s.values["cmi"], s.cmi_sign = float(cmi), float(sign)
+        s.intervals["cmi"] = _interval(np.asarray(rank.conditional_mi(mu, y, hp, weights=weights)[0]))
+        s.values["cmi_pgdl"] = float(rank.pgdl_cmi(mu, y, hp))
+    except ValueError as e:
+        s.notes.append(f"grid scores (Psi, CMI) skipped: {e}")
+    try:
+        se = rank.robust_sign_error(mu, y, hp, n_test=n_test)
+        for key in ("worst", "p90", "mean"):
+            s.values[f"sign_error_{key}"] = float(se[key])
+        if se.get("reason"):
+            s.notes.append(f"robust sign-error: {se['reason']}")
+    except ValueError as e:
+        s.notes.append(f"robust sign-error skipped: {e}")
+
+
+def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str | None = "auto", *,
+          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = 0, n_boot: int = N_BOOT) -> Scores:
+    """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
+
+    transform "auto" uses each measure's own phi (log for "_log" measures); "log" / "linear" force one."""
+    if target not in TARGETS:
+        raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
+    if transform not in ("auto", "log", "linear", None):
+        raise GenbenchError(f"transform must be 'auto', 'log', 'linear' or None, got {transform!r}")
+    zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    info = values.attrs.get("measures", {})
+    names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
+    table = zoo.table.set_index("model_id")
+    missing = [m for m in values["model_id"] if m not in table.index]
+    if missing:
+        raise GenbenchError(f"{len(missing)} model id(s) of the value table are not in zoo {zoo.name!r} "
+                            f"(e.g. {missing[0]!r}): were the values computed on another zoo?")
+    n_test = int(zoo.manifest.get("test_size", 10_000))
+    items = {}
+    for name in names:
+        from ..measures import get_measure
+        meta = info.get(name) or _meta(get_measure(name))
+        phi = meta["transform"] if transform == "auto" else (None if transform == "linear" else transform)
+        x = measure_matrix(values, name)
+        ok = np.isfinite(x).all(axis=1)
+        ids = list(values["model_id"][ok])
+        y = table.loc[ids, target].to_numpy(dtype=float)
+        items[name] = score_measure(name, x[ok], y, grid_table(zoo, ids), ids, kind=meta["kind"], transform=phi,
+                                    target=target, n_test=n_test, dropped=int((~ok).sum()), k=k, seed=seed,
+                                    n_boot=n_boot)
+    return Scores(zoo.name, target, items)
+
+
+def _meta(m: Any) -> dict[str, Any]:
+    return {"kind": m.kind, "transform": m.transform}
