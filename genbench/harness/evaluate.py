@@ -177,12 +177,13 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
             else:
                 results[(mid, m.name)] = hit
         if todo:
-            for name, entry in evaluate_one(zoo, mid, todo, device=device, seed=seed, budget_s=budget_s).items():
-                seconds[name] += entry["seconds"]
-                m = next(x for x in todo if x.name == name)
+            entries = evaluate_one(zoo, mid, todo, device=device, seed=seed, budget_s=budget_s)
+            for m in todo:
+                entry = entries[m.name]
+                seconds[m.name] += entry["seconds"]
                 if entry.pop("cache"):
                     vc.put(m, sha, seed, entry)
-                results[(mid, name)] = entry
+                results[(mid, m.name)] = entry
     df = assemble(ms, ids, results)
     df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.manifest["files"].get("models.parquet"),
                     device=device, seed=seed, seconds=dict(seconds),

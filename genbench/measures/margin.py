@@ -154,9 +154,13 @@ def moment_signature(d: np.ndarray, k: int = 5) -> np.ndarray:
 
 
 def _qrt(ctx: MeasureContext, normalize: bool = True) -> np.ndarray:
-    m = margins(ctx)
-    d = m.normalized() if normalize else m.distance
-    return np.stack([quartile_signature(row) for row in d])  # [layers, 5]
+    """Quartile signature of every probe layer [layers, 5], computed once per model for all the variants."""
+
+    def compute() -> np.ndarray:
+        m = margins(ctx)
+        return np.stack([quartile_signature(row) for row in (m.normalized() if normalize else m.distance)])
+
+    return ctx.memo(("margin.qrt", normalize), compute)
 
 
 def _layer(ctx: MeasureContext, k: int) -> np.ndarray:

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import GenbenchError
+from ..errors import GenbenchError, did_you_mean
+from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from . import rank
 from .regression import K_FOLDS, RegressionResult, bootstrap, fit
@@ -61,7 +62,6 @@ class Scores:
 
     def __getitem__(self, name: str) -> MeasureScores:
         if name not in self.items:
-            from ..errors import did_you_mean
             raise did_you_mean(name, self.items, what="scored measure")
         return self.items[name]
 
@@ -203,7 +203,6 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     n_test = int(zoo.manifest.get("test_size", 10_000))
     items = {}
     for name in names:
-        from ..measures import get_measure
         meta = info.get(name) or _meta(get_measure(name))
         phi = meta["transform"] if transform == "auto" else (None if transform == "linear" else transform)
         x = measure_matrix(values, name)
