@@ -17,8 +17,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e .
 	touch $@
 
+# The ray extra too, so that the Ray executor's tests run in CI.
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install -e ".[test,ray]"
 	touch $@
 
 install: $(VENV)/.installed

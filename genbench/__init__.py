@@ -6,7 +6,9 @@ from .harness import evaluate  # noqa: E402
 from .measures import (  # noqa: E402
     BudgetExceeded, MeasureContext, check_measure, get_measure, list_measures, register_measure,
 )
+from .scoring import FragilityReport, Scores, audit, score  # noqa: E402
 from .zoo import Zoo, build_zoo, load_zoo  # noqa: E402
 
-__all__ = ["BudgetExceeded", "GenbenchError", "MeasureContext", "Zoo", "__version__", "build_zoo",
-           "check_measure", "evaluate", "get_measure", "list_measures", "load_zoo", "register_measure"]
+__all__ = ["BudgetExceeded", "FragilityReport", "GenbenchError", "MeasureContext", "Scores", "Zoo", "__version__",
+           "audit", "build_zoo", "check_measure", "evaluate", "get_measure", "list_measures", "load_zoo",
+           "register_measure", "score"]

@@ -18,6 +18,8 @@ zoo_app = typer.Typer(help="Build, inspect and verify model zoos.", no_args_is_h
 app.add_typer(zoo_app, name="zoo")
 measures_app = typer.Typer(help="List the registered measures and run their conformance suite.", no_args_is_help=True)
 app.add_typer(measures_app, name="measures")
+leaderboard_app = typer.Typer(help="Rank the scored measures and publish result records.", no_args_is_help=True)
+app.add_typer(leaderboard_app, name="leaderboard")
 console = Console()
 
 
@@ -50,11 +52,14 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
               device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
               out: Optional[Path] = typer.Option(None, help="zoo folder (default: $GENBENCH_HOME/zoos/NAME)"),
               set_: list[str] = typer.Option([], "--set", help="override a recipe key, e.g. --set train.epochs=2"),
+              executor: str = typer.Option("local", help="local, or ray: train the model groups as Ray tasks"),
+              address: Optional[str] = typer.Option(None, help="Ray cluster address (with --executor ray)"),
               ) -> None:
     """Train the models of a recipe (resumes: finished models are kept)."""
     from .zoo import build_zoo
 
-    zoo = build_zoo(recipe, out, limit=limit, device=device, overrides=_overrides(set_))
+    zoo = build_zoo(recipe, out, limit=limit, device=device, overrides=_overrides(set_), executor=executor,
+                    address=address)
     console.print(f"zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}")
     _print_info(zoo)
 
@@ -97,6 +102,51 @@ def zoo_verify(zoo: str = typer.Argument(..., help="zoo name or folder")) -> Non
     if problems:
         raise typer.Exit(1)
     console.print(f"zoo {z.name!r}: all {2 * len(z) + len(z.manifest['files'])} files match their sha256")
+
+
+@zoo_app.command("download")
+def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME (or hf://ORG/NAME)"),
+                 revision: Optional[str] = typer.Option(None, help="branch, tag or commit SHA (default: main)"),
+                 models: Optional[list[str]] = typer.Option(None, "--models", help="only these model ids or glob patterns"),
+                 force: bool = typer.Option(False, "--force", help="download again even if in the HF cache"),
+                 ) -> None:
+    """Download a zoo from the Hub into the HF cache; every file is checked against zoo.json."""
+    from .hub import download_zoo
+
+    z = download_zoo(repo, revision=revision, models=models, force=force)
+    console.print(f"zoo {z.name!r} from {z.repo_id} at commit {z.revision}: {len(z)} models in {z.root}")
+    if z.missing_models:
+        console.print(f"  not downloaded: {len(z.missing_models)} models (fetch them with --models)")
+    console.print(f"  open it with gb.load_zoo('hf://{z.repo_id}', revision='{z.revision}')")
+
+
+@zoo_app.command("push")
+def zoo_push(folder: str = typer.Argument(..., help="zoo folder (or the name of a locally built zoo)"),
+             repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME to create or update"),
+             private: bool = typer.Option(False, "--private", help="create the repo private"),
+             ) -> None:
+    """Publish a zoo as a Hub dataset repo (verified first; the card makes the table load with `datasets`)."""
+    from .hub import push_zoo
+
+    pushed = push_zoo(folder, repo, private=private)
+    _report_push(pushed, "files")
+    console.print(f"  download it with `genbench zoo download {pushed.repo_id}`")
+
+
+def _report_push(pushed, what: str) -> None:
+    """One line: how many files went where, and the commit they made."""
+    console.print(f"pushed {len(pushed.files)} {what} to {pushed.url}" + (f" (commit {pushed.commit})" if pushed.commit else ""))
+
+
+@leaderboard_app.command("push")
+def leaderboard_push(folder: Path = typer.Argument(..., help="folder of result records, e.g. leaderboard/results"),
+                     repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME to create or update"),
+                     private: bool = typer.Option(False, "--private", help="create the repo private"),
+                     ) -> None:
+    """Publish result records (JSON) as a Hub dataset repo."""
+    from .hub import push_results
+
+    _report_push(push_results(folder, repo, private=private), "result records")
 
 
 @measures_app.command("list")
@@ -142,7 +192,8 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
                  seed: int = typer.Option(0, help="seed of every measure's generator"),
                  out: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
                  no_cache: bool = typer.Option(False, "--no-cache", help="recompute every value"),
-                 executor: str = typer.Option("local", help="where to run the per-model tasks"),
+                 executor: str = typer.Option("local", help="where to run the per-model tasks: local or ray"),
+                 address: Optional[str] = typer.Option(None, help="Ray cluster address (with --executor ray)"),
                  ) -> None:
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
     from .harness import evaluate, save_values, values_path
@@ -150,7 +201,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
 
     z = load_zoo(zoo)
     df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
-                  cache=not no_cache)
+                  cache=not no_cache, address=address)
     path = save_values(df, out or values_path(z.name))
     t = Table("measure", "kind", "ok", "failed", "seconds", "first failure", title=f"{z.name}: {len(df)} models")
     for name, info in df.attrs["measures"].items():
@@ -238,6 +289,44 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
                   f"{_fmt(s.values.get('sign_error_worst'))}/{_fmt(s.values.get('sign_error_mean'))}",
                   "; ".join(s.notes)[:60])
     console.print(t)
+
+
+@app.command("audit")
+def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
+              zoo: str = typer.Option("mnist1d-fragility", "--zoo", help="zoo name or folder (twins and learning curves)"),
+              device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+              control_models: int = typer.Option(4, "--control-models", help="models in the rescaling control"),
+              n_boot: int = typer.Option(1000, "--n-boot", help="seed-bootstrap resamples"),
+              details: bool = typer.Option(False, "--details", help="also print the per-cell and per-curve tables"),
+              json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+              ) -> None:
+    """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
+    from .fileio import write_json_atomic
+    from .scoring import audit
+    from .zoo import load_zoo
+
+    z = load_zoo(zoo)
+    report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
+    admitted = ", ".join(f"{k} {v:.0%}" for k, v in report.admitted.items()) or "no twins"
+    console.print(f"[bold]{measure}[/bold] on {z.name} ({report.form} form); admissible twin cells: {admitted}")
+    t = Table("part", "statistic", "value", "threshold (fails if)", "outcome", "detail",
+              title=f"fragility audit of {measure}")
+    for c in report.checks:
+        outcome = "[dim]n/a[/dim]" if c.failed is None else ("[red]" + c.label + "[/red]" if c.failed else "[green]ok[/green]")
+        t.add_row(c.part, c.statistic, _fmt(c.value), c.threshold, outcome, c.detail)
+    console.print(t)
+    if details:
+        for name, df in (("twin cells", report.cells), ("learning curves", report.curves),
+                         ("data sensitivity", report.data), ("rescaling control", report.control)):
+            if not df.empty:
+                console.print(f"[bold]{name}[/bold]")
+                console.print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    for note in report.notes:
+        console.print(f"note: {note}")
+    console.print(f"verdict: [bold]{report.verdict}[/bold]")
+    if json_out:
+        write_json_atomic(json_out, report.to_dict())
+        console.print(f"report written to {json_out}")
 
 
 def main() -> None:

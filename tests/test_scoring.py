@@ -37,7 +37,7 @@ def test_fit_matches_scikit_learn():
 def test_bootstrap_with_unit_weights_reproduces_the_point_estimates():
     x, y = _data()
     r = fit(x, y, seed=1)
-    b = bootstrap(x, y, np.ones((2, len(y))), r.folds)
+    b = bootstrap(x, y, np.ones((2, len(y))), r.folds, r.heldout)
     np.testing.assert_allclose(b["adj_r2"], r.adj_r2, rtol=1e-6)
     np.testing.assert_allclose(b["kfold_r2"], r.kfold_r2, rtol=1e-6)
     np.testing.assert_allclose(b["mse"], r.mse, rtol=1e-6)
@@ -50,9 +50,15 @@ def test_bootstrap_weights_act_as_duplicated_models():
     lr = LinearRegression().fit(x[dup], y[dup])
     r2_dup = lr.score(x[dup], y[dup])
     r = fit(x, y)
-    b = bootstrap(x, y, w, r.folds)
+    b = bootstrap(x, y, w, r.folds, r.heldout)
     assert b["adj_r2"][0] == pytest.approx(adjusted_r2(r2_dup, 30, 3), rel=1e-6)
     assert _weighted_r2(y, lr.predict(x)[None], w)[0] == pytest.approx(r2_dup)
+    # the k-fold scores judge the fixed held-out predictions on the resampled models
+    from sklearn.metrics import mean_squared_error, r2_score
+    per_fold = [r2_score(y[r.folds == f], r.heldout[r.folds == f], sample_weight=w[0, r.folds == f])
+                for f in range(10) if w[0, r.folds == f].sum() > 0 and np.ptp(y[(r.folds == f) & (w[0] > 0)]) > 0]
+    assert b["kfold_r2"][0] == pytest.approx(np.mean(per_fold))
+    assert b["mse"][0] == pytest.approx(mean_squared_error(y, r.heldout, sample_weight=w[0]))
 
 
 def _values(zoo, column):
@@ -91,3 +97,21 @@ def test_score_names_every_problem_and_still_scores_the_rest(digits_zoo):
     assert np.isnan(s.kfold_r2) and any("too few" in n for n in s.notes) and s.tau > 0.99
     with pytest.raises(gb.GenbenchError, match="target"):
         score(df, digits_zoo, target="loss")
+
+
+def test_transfer_to_the_same_zoo_is_the_in_sample_fit_and_lengths_must_match(digits_zoo):
+    from genbench.scoring.scores import transfer
+
+    rng = np.random.default_rng(3)
+    gap = digits_zoo.table["gap"].to_numpy()
+    mu = gap + 0.05 * rng.normal(size=len(gap))
+    vals = _values(digits_zoo, mu)
+    t = transfer("test.m", (vals, digits_zoo), (vals, digits_zoo))
+    in_sample = LinearRegression().fit(mu[:, None], gap).score(mu[:, None], gap)
+    assert t.r2 == pytest.approx(in_sample) and t.n_fit == t.n_eval == len(gap)
+    # a shifted copy of the measure on the "other" zoo: the fit does not carry over
+    shifted = _values(digits_zoo, mu + 1.0)
+    assert transfer("test.m", (vals, digits_zoo), (shifted, digits_zoo)).r2 < 0
+    wide = vals.assign(**{"test.m[0]": mu, "test.m[1]": mu}).drop(columns=["test.m"])
+    with pytest.raises(gb.GenbenchError, match="same length"):
+        transfer("test.m", (vals, digits_zoo), (wide, digits_zoo))

@@ -87,3 +87,14 @@ def test_stopping_rule_snapshots_each_model_when_it_fits(pool):
     assert not slow.converged and slow.epochs == 40
     ref = train_one(fast_lr, pool)
     assert ref.converged and ref.epochs == fast.epochs
+
+
+@pytest.mark.parametrize("optimizer,lrs", [("sgd", [0.03, 0.05, 0.1]), ("adam", [0.003, 0.005, 0.02])])
+def test_models_leave_the_stack_when_they_fit_and_the_rest_train_on_unchanged(pool, optimizer, lrs):
+    specs = _recipe("mlp", {"width": 32}, {"lr": lrs}, epochs=40, optimizer=optimizer, weight_decay=0.001,
+                    stop={"metric": "train_acc", "threshold": 1.0}, train_size=100).expand()
+    batched = train_group(specs, pool)
+    reference = [train_one(s, pool) for s in specs]
+    assert len({t.epochs for t in batched}) == 3  # each finished (or hit the cap) at its own epoch
+    assert [t.converged for t in batched] == [t.converged for t in reference]
+    _assert_same(batched, reference, atol=1e-4)

@@ -24,7 +24,7 @@ from ..zoo.recipe import TRAIN_DEFAULTS
 from ..zoo.storage import Zoo, load_zoo
 from .cache import ValueCache
 
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
 DEFAULT_BUDGET_S = 300.0  # per model and measure, as in the PGDL competition
 
 
@@ -96,6 +96,29 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
     return out
 
 
+def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: ValueCache, *, device: str = "cpu",
+                    seed: int = 0, budget_s: float | None = DEFAULT_BUDGET_S) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The per-model task of every executor: cached entries read, the others computed and cached.
+    Returns the entries by measure name and the names computed now."""
+    sha = str(zoo.row(model_id)["checkpoint_sha256"])
+    out: dict[str, dict[str, Any]] = {}
+    todo = []
+    for m in measures:
+        hit = cache.get(m, sha, seed)
+        if hit is None:
+            todo.append(m)
+        else:
+            out[m.name] = hit
+    if todo:
+        entries = evaluate_one(zoo, model_id, todo, device=device, seed=seed, budget_s=budget_s)
+        for m in todo:
+            entry = entries[m.name]
+            if entry.pop("cache"):
+                cache.put(m, sha, seed, entry)
+            out[m.name] = entry
+    return out, [m.name for m in todo]
+
+
 def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init_model: Any, memo: dict[Any, Any],
                  device: str = "cpu", seed: int = 0, budget_s: float | None = DEFAULT_BUDGET_S) -> MeasureContext:
     """The context of measure `m` on one model: its own copy of the model, and only what `m` declared."""
@@ -151,41 +174,38 @@ def assemble(measures: list[Measure], ids: list[str], results: dict[tuple[str, s
 def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: str = "local",
              models: str | Iterable[str] | None = None, *, seed: int = 0,
              budget_s: float | None = DEFAULT_BUDGET_S, cache: bool | str | Path = True,
-             progress: bool = True) -> pd.DataFrame:
+             progress: bool = True, address: str | None = None) -> pd.DataFrame:
     """Run `measures` (names, glob patterns or registered functions) on the models of `zoo`.
 
     Returns one row per model with one column per scalar (or `name[i]` per signature component) and
-    a `name:error` column holding each failure's reason (None when the value is good)."""
+    a `name:error` column holding each failure's reason (None when the value is good). `executor="ray"`
+    runs the per-model tasks on the Ray cluster at `address` (default: a running one, else a local one)."""
     ms = resolve_measures(measures)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     device = resolve_device(device)
     if executor not in EXECUTORS:
-        hint = "The Ray executor arrives with the Hub/scale-out work; use executor='local'." if executor == "ray" else ""
-        raise did_you_mean(executor, EXECUTORS, what="executor", hint=hint)
+        raise did_you_mean(executor, EXECUTORS, what="executor")
+    if address is not None and executor != "ray":
+        raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
     ids = select_models(zoo, models)
     vc = ValueCache(values_cache_dir() if cache is True else (cache or None))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     seconds: Counter[str] = Counter()
-    bar = tqdm(ids, desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
-    for mid in bar:
-        sha = str(zoo.row(mid)["checkpoint_sha256"])
-        todo = []
-        for m in ms:
-            hit = vc.get(m, sha, seed)
-            if hit is None:
-                todo.append(m)
-            else:
-                results[(mid, m.name)] = hit
-        if todo:
-            entries = evaluate_one(zoo, mid, todo, device=device, seed=seed, budget_s=budget_s)
-            for m in todo:
-                entry = entries[m.name]
-                seconds[m.name] += entry["seconds"]
-                if entry.pop("cache"):
-                    vc.put(m, sha, seed, entry)
-                results[(mid, m.name)] = entry
+    if executor == "ray":
+        from .ray_executor import evaluate_on_ray
+        done = evaluate_on_ray(zoo, ids, ms, vc, device=device, seed=seed, budget_s=budget_s, address=address,
+                               progress=progress)
+    else:
+        bar = tqdm(ids, desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
+        done = ((mid, *evaluate_cached(zoo, mid, ms, vc, device=device, seed=seed, budget_s=budget_s)) for mid in bar)
+    for mid, entries, fresh in done:
+        for name, entry in entries.items():
+            results[(mid, name)] = entry
+        for name in fresh:
+            seconds[name] += entries[name]["seconds"]
     df = assemble(ms, ids, results)
     df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.manifest["files"].get("models.parquet"),
+                    zoo_repo=zoo.repo_id, zoo_revision=zoo.revision, executor=executor,
                     device=device, seed=seed, seconds=dict(seconds),
                     measures={m.name: {"kind": m.kind, "version": m.version, "source_hash": m.source_hash,
                                        "transform": m.transform, "higher_means": m.higher_means} for m in ms})

@@ -140,7 +140,7 @@ def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids
                            f"features: regression scores skipped")
         else:
             reg = fit(features, y, k=k, seed=seed)
-            _add_regression(s, reg, bootstrap(features, y, weights, reg.folds), ids)
+            _add_regression(s, reg, bootstrap(features, y, weights, reg.folds, reg.heldout), ids)
             ranked = reg.heldout if kind == "signature" else None
     if kind == "scalar":
         ranked = x[:, 0]
@@ -217,3 +217,57 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
 
 def _meta(m: Any) -> dict[str, Any]:
     return {"kind": m.kind, "transform": m.transform}
+
+
+@dataclass
+class Transfer:
+    """A regression fitted on one zoo and judged on another: R^2, MSE and Kendall tau of its predictions."""
+
+    measure: str
+    source: str
+    target_zoo: str
+    target: str
+    transform: str | None
+    n_fit: int
+    n_eval: int
+    r2: float
+    mse: float
+    tau: float
+    source_kfold_r2: float
+    notes: list[str] = field(default_factory=list)
+
+
+def _complete(values: pd.DataFrame, zoo: Zoo, name: str, target: str, phi: str | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """phi(features) and target of the models with a usable value, and how many were dropped."""
+    x = measure_matrix(values, name)
+    ok = np.isfinite(x).all(axis=1) & ((x > 0).all(axis=1) if phi == "log" else True)
+    y = zoo.table.set_index("model_id").loc[list(values["model_id"][ok]), target].to_numpy(dtype=float)
+    return (np.log(x[ok]) if phi == "log" else x[ok]), y, int((~ok).sum())
+
+
+def transfer(measure: str, source: tuple[pd.DataFrame, str | Zoo], to: tuple[pd.DataFrame, str | Zoo], *,
+             target: str = "gap", transform: str | None = "auto") -> Transfer:
+    """Fit target ~ phi(measure) on the source zoo's models, predict the other zoo's: does the fit carry over?"""
+    (va, za), (vb, zb) = source, to
+    meta = va.attrs.get("measures", {}).get(measure) or _meta(get_measure(measure))
+    phi = meta["transform"] if transform == "auto" else (None if transform == "linear" else transform)
+    za, zb = (z if isinstance(z, Zoo) else load_zoo(z) for z in (za, zb))
+    xa, ya, da = _complete(va, za, measure, target, phi)
+    xb, yb, db = _complete(vb, zb, measure, target, phi)
+    if xa.shape[1] != xb.shape[1]:
+        raise GenbenchError(f"{measure} has {xa.shape[1]} features on {za.name} but {xb.shape[1]} on {zb.name}: "
+                            "a fit only transfers between zoos whose signatures have the same length")
+    if len(ya) < xa.shape[1] + 2 or len(yb) < 3:
+        raise GenbenchError(f"too few models with values to transfer ({len(ya)} on {za.name}, {len(yb)} on "
+                            f"{zb.name}; the fit needs more than {xa.shape[1] + 1})")
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import mean_squared_error, r2_score
+    pred = LinearRegression().fit(xa, ya).predict(xb)
+    notes = [f"{d} model(s) of {z.name} without a usable value were dropped" for d, z in ((da, za), (db, zb)) if d]
+    if np.ptp(yb) == 0:
+        notes.append(f"the target is constant on {zb.name}: R^2 is undefined")
+    k = min(K_FOLDS, len(ya))
+    return Transfer(measure=measure, source=za.name, target_zoo=zb.name, target=target, transform=phi,
+                    n_fit=len(ya), n_eval=len(yb), r2=float(r2_score(yb, pred)) if np.ptp(yb) else float("nan"),
+                    mse=float(mean_squared_error(yb, pred)), tau=float(rank.kendall_tau(pred, yb)),
+                    source_kfold_r2=fit(xa, ya, k=k).kfold_r2, notes=notes)

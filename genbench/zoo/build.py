@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from ..device import resolve_device
-from ..errors import GenbenchError
+from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
 from ..paths import zoos_dir
 from .card import dataset_card
@@ -48,8 +48,14 @@ def plan_groups(specs: list[ModelSpec], max_group: int = MAX_GROUP) -> list[list
 
 def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, limit: int | None = None,
               device: str | None = None, overrides: dict[str, Any] | None = None, progress: bool = True,
-              max_group: int = MAX_GROUP) -> Zoo:
-    """Build (or finish building) the zoo of `recipe` in `out` (default $GENBENCH_HOME/zoos/NAME)."""
+              max_group: int = MAX_GROUP, executor: str = "local", address: str | None = None) -> Zoo:
+    """Build (or finish building) the zoo of `recipe` in `out` (default $GENBENCH_HOME/zoos/NAME).
+
+    `executor="ray"` trains the groups as Ray tasks (cluster at `address`; `out` on a shared filesystem)."""
+    if executor not in ("local", "ray"):
+        raise did_you_mean(executor, ("local", "ray"), what="executor")
+    if address is not None and executor != "ray":
+        raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, overrides)
     elif overrides:
@@ -73,29 +79,56 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
         if recipe.dataset["name"] in EMBEDDED:
             manifest["files"][DATASET] = save_checkpoint(root / DATASET, pool.tensors(), {"dataset": recipe.dataset["name"]})
         write_json_atomic(root / MANIFEST, manifest)
-    total = sum(len(g) * int(g[0].train["epochs"]) for g in todo)
-    bar = tqdm(total=total, desc=f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} "
-               f"models to train on {device})", unit="model-epoch", disable=not progress)
     dataset_name = str(recipe.dataset.get("path", recipe.dataset["name"]))
-    for group in todo:
-        ran = [0]
-
-        def tick(active: int, group=group, ran=ran) -> None:
-            ran[0] += 1
-            bar.update(len(group))
-
-        trained = _train(group, pool, device, tick)
-        bar.update(len(group) * (int(group[0].train["epochs"]) - ran[0]))  # epochs saved by early stopping
-        rows = [_write_model(root, t, pool, device, dataset_name) for t in trained if t.spec.model_id not in done]
+    desc = f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} models to train on {device})"
+    if executor == "ray":
+        from ..harness.ray_executor import build_on_ray
+        finished = build_on_ray(root, todo, pool, device, dataset_name, done, address=address, desc=desc,
+                                progress=progress)
+    else:
+        finished = _build_local(root, todo, pool, device, dataset_name, done, desc=desc, progress=progress)
+    built_before = 0 if table is None else len(table)
+    for rows in finished:
         table = pd.DataFrame(rows) if table is None else pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
         manifest["files"][TABLE] = write_table(root, table)
         manifest["updated"] = _now()
         write_json_atomic(root / MANIFEST, manifest)
         done |= {r["model_id"] for r in rows}
-    bar.close()
+    if executor == "ray" and table is not None and len(table) > built_before:
+        # Ray tasks finish in any order: put this run's rows in the order the local executor writes them
+        plan = {s.model_id: k for k, s in enumerate(s for g in todo for s in g)}
+        new = table.iloc[built_before:].sort_values("model_id", key=lambda ids: ids.map(plan), kind="stable")
+        table = pd.concat([table.iloc[:built_before], new], ignore_index=True)
+        manifest["files"][TABLE] = write_table(root, table)
+        write_json_atomic(root / MANIFEST, manifest)
     zoo = Zoo(root)
     write_text_atomic(root / "README.md", dataset_card(zoo))
     return zoo
+
+
+def build_group(root: Path, group: list[ModelSpec], pool: Pool, device: str, dataset_name: str, done: set[str],
+                tick=None) -> list[dict[str, Any]]:
+    """Train one stackable group and write its new models' checkpoints; return their table rows.
+    This is the unit of work of every executor."""
+    trained = _train(group, pool, device, tick or (lambda active: None))
+    return [_write_model(root, t, pool, device, dataset_name) for t in trained if t.spec.model_id not in done]
+
+
+def _build_local(root: Path, todo: list[list[ModelSpec]], pool: Pool, device: str, dataset_name: str,
+                 done: set[str], *, desc: str, progress: bool):
+    """The groups trained one after the other in this process; yields each group's rows."""
+    total = sum(len(g) * int(g[0].train["epochs"]) for g in todo)
+    with tqdm(total=total, desc=desc, unit="model-epoch", disable=not progress) as bar:
+        for group in todo:
+            ran = [0]
+
+            def tick(active: int, group=group, ran=ran) -> None:
+                ran[0] += 1
+                bar.update(len(group))
+
+            rows = build_group(root, group, pool, device, dataset_name, done, tick)
+            bar.update(len(group) * (int(group[0].train["epochs"]) - ran[0]))  # epochs saved by early stopping
+            yield rows
 
 
 def _train(group: list[ModelSpec], pool: Pool, device: str, tick) -> list[Trained]:

@@ -48,10 +48,14 @@ def write_table(root: Path, table: pd.DataFrame) -> str:
 
 
 class Zoo:
-    """A population of trained models: `table` (one row per model), weights, and training data."""
+    """A population of trained models: `table` (one row per model), weights, and training data.
 
-    def __init__(self, root: str | Path):
+    A zoo downloaded from the Hub (`repo_id` set) records the commit it came from in `revision`; its
+    table holds only the models whose two checkpoints were downloaded, the others are `missing_models`."""
+
+    def __init__(self, root: str | Path, *, revision: str | None = None, repo_id: str | None = None):
         self.root = Path(root)
+        self.revision, self.repo_id = revision, repo_id
         manifest_path = self.root / MANIFEST
         if not manifest_path.is_file():
             raise GenbenchError(f"{self.root} is not a zoo: it has no {MANIFEST}")
@@ -66,6 +70,13 @@ class Zoo:
         if table is None:
             raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet; finish its build first")
         self._check_file(TABLE)
+        self.missing_models: list[str] = []
+        if repo_id is not None:
+            present = [(self.root / a).is_file() and (self.root / b).is_file()
+                       for a, b in zip(table["checkpoint"], table["init_checkpoint"])]
+            keep = pd.Series(present, index=table.index, dtype=bool)
+            self.missing_models = list(table.loc[~keep, "model_id"])
+            table = table[keep].reset_index(drop=True)
         self.table: pd.DataFrame = table
         self._rows = {mid: i for i, mid in enumerate(table["model_id"])}
 
@@ -94,7 +105,14 @@ class Zoo:
         return len(self.table)
 
     def __repr__(self) -> str:
-        return f"Zoo(name={self.name!r}, models={len(self)}, root={str(self.root)!r})"
+        extra = f", revision={self.revision!r}, missing_models={len(self.missing_models)}" if self.repo_id else ""
+        return f"Zoo(name={self.name!r}, models={len(self)}{extra}, root={str(self.root)!r})"
+
+    def _refetch_hint(self) -> str:
+        if self.repo_id:
+            return (f"download it again with `genbench zoo download {self.repo_id} --revision {self.revision} "
+                    "--force` (if that does not help, the copy on the Hub is damaged: tell its publisher)")
+        return "delete it and rebuild the zoo, or download it again"
 
     def row(self, model_id: str) -> pd.Series:
         """The table row of one model."""
@@ -106,13 +124,13 @@ class Zoo:
         path = self.root / rel
         expected = expected or self.manifest["files"].get(rel)
         if not path.is_file():
-            raise GenbenchError(f"zoo {self.name!r}: file {rel} is missing from {self.root}; "
-                                "rebuild the zoo (`genbench zoo build`) or download it again")
+            hint = self._refetch_hint() if self.repo_id else "rebuild the zoo (`genbench zoo build`) or download it again"
+            raise GenbenchError(f"zoo {self.name!r}: file {rel} is missing from {self.root}; {hint}")
         if expected is not None:
             actual = sha256_file(path)
             if actual != expected:
                 raise GenbenchError(f"zoo {self.name!r}: file {rel} is corrupted: expected sha256 {expected}, "
-                                    f"got {actual}; delete it and rebuild the zoo, or download it again")
+                                    f"got {actual} (at {path}); {self._refetch_hint()}")
         return path
 
     def load_model(self, model_id: str, init: bool = False, device: str | torch.device = "cpu") -> nn.Module:
@@ -170,12 +188,16 @@ def local_zoos() -> list[str]:
     return sorted(p.name for p in d.iterdir() if (p / MANIFEST).is_file()) if d.is_dir() else []
 
 
-def load_zoo(name_or_path: str | Path, revision: str | None = None) -> Zoo:
-    """Open a zoo by folder path, or by name among the zoos built locally."""
+def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
+             models: str | list[str] | None = None) -> Zoo:
+    """Open a zoo by folder path, by name among the zoos built locally, or from the Hub as `hf://ORG/NAME`
+    (at `revision`, default main; only the `models` matching these ids or glob patterns, default all)."""
     s = str(name_or_path)
     if s.startswith("hf://"):
-        raise GenbenchError("zoos from the Hugging Face Hub (hf://ORG/NAME) are not supported yet; "
-                            "build one locally with `genbench zoo build RECIPE`")
+        from ..hub import download_zoo
+        return download_zoo(s, revision=revision, models=models)
+    if revision is not None or models is not None:
+        raise GenbenchError(f"revision= and models= apply to zoos on the Hub (hf://ORG/NAME), not to {s!r}")
     p = Path(name_or_path).expanduser()
     if (p / MANIFEST).is_file():
         return Zoo(p)
@@ -183,5 +205,6 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None) -> Zoo:
         return Zoo(zoos_dir() / s)
     from .recipe import list_recipes
     hint = (f"It has a recipe: build it with `genbench zoo build {s}`." if s in list_recipes()
+            else f"For a zoo on the Hugging Face Hub write hf://{s}." if s.count("/") == 1 and not p.exists()
             else "`genbench zoo list` shows the local zoos and the recipes.")
     raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)

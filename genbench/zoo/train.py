@@ -172,6 +172,13 @@ class _StackedOptimizer:
         self.state = [None] * len(params)
         self.t = 0
 
+    def keep(self, pos: torch.Tensor, params: list[torch.Tensor]) -> None:
+        """Keep only the models at stack positions `pos` (the others have finished)."""
+        self.params = params
+        self.lr, self.wd, self.mom = self.lr[pos], self.wd[pos], self.mom[pos]
+        self.state = [None if s is None else (tuple(x[pos] for x in s) if isinstance(s, tuple) else s[pos])
+                      for s in self.state]
+
     @staticmethod
     def _b(v: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return v.view(-1, *([1] * (p.dim() - 1)))
@@ -238,7 +245,19 @@ def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> C
 
 def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 on_epoch: Callable[[int], None] | None = None) -> list[Trained]:
-    """Train models that share a `group_key` together as one stacked model."""
+    """Train models that share a `group_key` together as one stacked model; a model that meets the
+    stopping rule is taken out of the stack (it stops costing time)."""
+    # Gradients of dead units are exactly 0, so their momentum decays through denormal floats, which make
+    # CPU arithmetic ~15x slower (seen as the optimizer step dominating a profile); flush them to zero.
+    torch.set_flush_denormal(True)
+    try:
+        return _train_group(specs, pool, device, on_epoch)
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def _train_group(specs: list[ModelSpec], pool: Pool, device: str,
+                 on_epoch: Callable[[int], None] | None) -> list[Trained]:
     start = time.perf_counter()
     t = specs[0].train
     models = [init_model(s, pool) for s in specs]
@@ -255,6 +274,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
     labels = torch.stack([d.labels for d in streams]).to(device)
     x_pool = pool.x_train.to(device)
     bs, steps_per_epoch, m_count = streams[0].bs, streams[0].steps_per_epoch, len(specs)
+    alive = list(range(m_count))  # spec index of each slot of the stack
     augmenting = [i for i, s in enumerate(specs) if s.train["augment"]]
     done: dict[int, tuple[dict[str, torch.Tensor], int, int]] = {}
     steps, epoch = 0, 0
@@ -273,18 +293,30 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 opt.step(torch.autograd.grad(loss, plist), factor)
                 steps += 1
             if on_epoch:
-                on_epoch(m_count - len(done))
+                on_epoch(len(alive))
             if t["stop"] is not None:
                 acc, ce = _stacked_train_metrics(forward, params, buffers, x_pool, idx, labels)
-                for i in range(m_count):
-                    if i not in done and _met(t["stop"], float(acc[i]), float(ce[i])):
-                        done[i] = (_slice(params, buffers, i), epoch, steps)
+                for slot, i in enumerate(alive):
+                    if _met(t["stop"], float(acc[slot]), float(ce[slot])):
+                        done[i] = (_slice(params, buffers, slot), epoch, steps)
                 if len(done) == m_count:
                     break
+                keep = [slot for slot, i in enumerate(alive) if i not in done]
+                if len(keep) < len(alive):
+                    alive = [alive[slot] for slot in keep]
+                    pos = torch.tensor(keep, device=device)
+                    params = {k: v.detach()[pos].requires_grad_() for k, v in params.items()}
+                    buffers = {k: v[pos] for k, v in buffers.items()}
+                    plist = [params[k] for k in names]
+                    opt.keep(pos, plist)
+                    streams = [streams[slot] for slot in keep]
+                    idx, labels = idx[pos.cpu()], labels[pos]
+                    augmenting = [slot for slot, i in enumerate(alive) if specs[i].train["augment"]]
+                    forward = _stacked_forward([specs[i] for i in alive], models[0], device)
     seconds = (time.perf_counter() - start) / m_count
     out = []
     for i, s in enumerate(specs):
-        state, ep, st = done.get(i, (_slice(params, buffers, i), epoch, steps))
+        state, ep, st = done.get(i) or (_slice(params, buffers, alive.index(i)), epoch, steps)
         converged = None if t["stop"] is None else i in done
         out.append(Trained(s, state, init_states[i], ep, st, converged, seconds))
     return out

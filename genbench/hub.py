@@ -1,0 +1,232 @@
+"""The Hugging Face Hub: download zoos (every file checked against zoo.json, the commit recorded) and
+publish zoos and leaderboard result records as dataset repos."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import __version__
+from .errors import GenbenchError
+from .fileio import write_text_atomic
+from .zoo.storage import DATASET, MANIFEST, TABLE, Zoo
+
+SCHEME = "hf://"
+DEFAULT_REVISION = "main"
+CARD = "README.md"
+META_FILES = (MANIFEST, TABLE, CARD, DATASET)
+LARGE_UPLOAD_FILES = 2000          # above this many files (or bytes) a push uses upload_large_folder
+LARGE_UPLOAD_BYTES = 20 * 2**30
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def parse_repo(repo: str) -> str:
+    """`ORG/NAME` from `hf://ORG/NAME` or `ORG/NAME`; anything else is a clear error."""
+    repo_id = repo[len(SCHEME):] if repo.startswith(SCHEME) else repo
+    repo_id = repo_id.strip("/")
+    if not _REPO_ID.fullmatch(repo_id):
+        raise GenbenchError(f"{repo!r} is not a Hub dataset repo: write ORG/NAME (or hf://ORG/NAME), "
+                            "e.g. genbench/digits-mlp")
+    return repo_id
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_endpoint() -> str | None:
+    """The Hub to talk to: $HF_ENDPOINT read now (huggingface_hub reads it only once, at import)."""
+    return os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+
+
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE is set: then only the local HF cache is used."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or _env_true("HF_HUB_OFFLINE")
+
+
+def hub_cache() -> str | None:
+    """The standard HF cache, honouring $HF_HUB_CACHE and $HF_HOME as set now (None: the library default)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    return str(Path(os.environ["HF_HOME"]) / "hub") if os.environ.get("HF_HOME") else None
+
+
+def _exact(paths: Iterable[str]) -> list[str]:
+    """Glob patterns that match exactly these paths (huggingface_hub filters files with fnmatch)."""
+    return [glob.escape(p) for p in paths]
+
+
+def _snapshot(repo_id: str, revision: str, patterns: list[str], *, force: bool = False) -> Path:
+    """snapshot_download of some files of a dataset repo into the HF cache; Hub errors become GenbenchErrors."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+
+    where = hub_endpoint() or "the Hugging Face Hub"
+    offline = hub_offline()
+    try:
+        path = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns,
+                                 endpoint=hub_endpoint(), cache_dir=hub_cache(), local_files_only=offline,
+                                 force_download=force and not offline, library_name="genbench",
+                                 library_version=__version__)
+    except GatedRepoError as e:
+        raise GenbenchError(f"dataset repo {repo_id} on {where} is gated: accept its terms on the Hub and log in "
+                            f"(`hf auth login`) ({e})") from None
+    except RepositoryNotFoundError:
+        raise GenbenchError(f"no dataset repo {repo_id} with revision {revision!r} on {where}: check the name and "
+                            "the revision, or log in (`hf auth login` or HF_TOKEN) if it is private") from None
+    except RevisionNotFoundError:
+        raise GenbenchError(f"dataset repo {repo_id} on {where} has no revision {revision!r}; "
+                            "pass a branch, tag or commit SHA that exists (default: main)") from None
+    except LocalEntryNotFoundError as e:
+        if offline:
+            raise GenbenchError(f"HF_HUB_OFFLINE is set and {repo_id} (revision {revision}) is not complete in the "
+                                f"local HF cache: download it once online (`genbench zoo download {repo_id}`), "
+                                "or unset HF_HUB_OFFLINE") from None
+        raise GenbenchError(f"could not download {repo_id} from {where}: {e}") from None
+    except Exception as e:  # network and server failures: one readable line, not a traceback
+        raise GenbenchError(f"could not download {repo_id} (revision {revision}) from {where}: "
+                            f"{type(e).__name__}: {e}") from e
+    return Path(path)
+
+
+def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[str] | None = None, *,
+                 force: bool = False) -> Zoo:
+    """Download a zoo (or only the `models` matching ids / glob patterns) from a Hub dataset repo into the
+    HF cache, check every file against its sha256, and open it; `zoo.revision` is the commit loaded."""
+    from .harness.evaluate import select_models
+
+    repo_id = parse_repo(repo)
+    root = _snapshot(repo_id, revision or DEFAULT_REVISION, list(META_FILES), force=force)
+    commit = root.name  # the cache names each snapshot folder by its commit SHA
+    if not (root / MANIFEST).is_file():
+        raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) is not a genbench zoo: it has no {MANIFEST}")
+    Zoo(root, revision=commit, repo_id=repo_id)  # manifest and table checked (the table against its sha256)
+    full = Zoo(root)  # every model of the table, downloaded or not
+    wanted = select_models(full, models)
+    files = [p for mid in wanted for p in (full.row(mid)["checkpoint"], full.row(mid)["init_checkpoint"])]
+    patterns = ["checkpoints/*"] if models is None else _exact(files)
+    _snapshot(repo_id, commit, patterns, force=force)
+    zoo = Zoo(root, revision=commit, repo_id=repo_id)
+    absent = sorted(set(wanted) - set(zoo.model_ids))
+    if absent:
+        raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) lacks the checkpoints of {len(absent)} "
+                            f"model(s) listed in its table: {', '.join(absent[:5])}; the zoo was pushed incompletely")
+    problems = zoo.verify()
+    if problems:
+        raise GenbenchError(f"{len(problems)} file(s) of {repo_id} (revision {commit}) do not match zoo.json; "
+                            "nothing was deleted:\n" + "\n".join(problems))
+    return zoo
+
+
+@dataclass
+class Pushed:
+    """What a push sent: the repo, its commit (None for upload_large_folder) and the files."""
+
+    repo_id: str
+    commit: str | None
+    files: list[str]
+
+    @property
+    def url(self) -> str:
+        """The dataset repo's page."""
+        return f"{hub_endpoint() or 'https://huggingface.co'}/datasets/{self.repo_id}"
+
+
+def _upload(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
+    """Create the dataset repo (if needed) and upload exactly `files` of `folder` in one go."""
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=hub_endpoint(), library_name="genbench", library_version=__version__)
+    size = sum((folder / f).stat().st_size for f in files)
+    large = (len(files) > LARGE_UPLOAD_FILES or size > LARGE_UPLOAD_BYTES) and hasattr(api, "upload_large_folder")
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if large:
+            api.upload_large_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
+                                    allow_patterns=_exact(files), private=private)
+            commit = None
+        else:
+            info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
+                                     allow_patterns=_exact(files), commit_message=message)
+            commit = getattr(info, "oid", None)
+    except Exception as e:  # authentication, permissions, network: one readable line
+        raise GenbenchError(f"could not push {folder} to dataset repo {repo_id} on "
+                            f"{hub_endpoint() or 'the Hugging Face Hub'}: {type(e).__name__}: {e}. "
+                            "Log in with `hf auth login` (or set HF_TOKEN) with write access to the repo") from e
+    return Pushed(repo_id, commit, files)
+
+
+def card_has_table_config(text: str) -> bool:
+    """Whether a dataset card's YAML front matter makes models.parquet the default config."""
+    m = re.match(r"---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
+    try:
+        front = yaml.safe_load(m.group(1)) if m else None
+    except yaml.YAMLError:
+        return False
+    configs = front.get("configs") if isinstance(front, dict) else None
+    for c in configs if isinstance(configs, list) else []:
+        if isinstance(c, dict) and c.get("config_name") == "default":
+            files = c.get("data_files")
+            files = [files] if isinstance(files, (str, dict)) else files or []
+            paths = [f.get("path") if isinstance(f, dict) else f for f in files]
+            return paths == [TABLE] or paths == [[TABLE]]
+    return False
+
+
+def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = None) -> Pushed:
+    """Publish a local zoo folder as a Hub dataset repo (zoo.json, models.parquet, card, data, checkpoints).
+
+    The zoo is verified first; a missing dataset card is written, one without the models.parquet
+    config is refused (so the table always opens with `datasets.load_dataset`)."""
+    from .zoo.card import dataset_card
+    from .zoo.storage import load_zoo
+
+    if str(zoo).startswith(SCHEME):
+        raise GenbenchError(f"{zoo} is already on the Hub; push a local zoo folder (or a locally built zoo's name)")
+    z = load_zoo(zoo)
+    repo_id = parse_repo(repo)
+    problems = z.verify()
+    if problems:
+        raise GenbenchError(f"zoo {z.name!r} at {z.root} fails verification, so it is not pushed:\n" + "\n".join(problems))
+    card = z.root / CARD
+    if not card.is_file():
+        write_text_atomic(card, dataset_card(z))
+    elif not card_has_table_config(card.read_text()):
+        raise GenbenchError(f"{card} has no YAML front matter making {TABLE} the default config, so the table "
+                            "would not open with datasets.load_dataset; delete it (genbench writes the standard "
+                            f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")
+    files = [f for f in META_FILES if (z.root / f).is_file()]
+    files += [p for pair in zip(z.table["checkpoint"], z.table["init_checkpoint"]) for p in pair]
+    return _upload(z.root, repo_id, files, private=private, api=api,
+                   message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
+
+
+def push_results(folder: str | Path, repo: str, *, private: bool = False, api: Any = None) -> Pushed:
+    """Publish a folder of leaderboard result records (JSON files, sub-folders kept) as a Hub dataset repo."""
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise GenbenchError(f"{root} is not a folder of result records (e.g. leaderboard/results)")
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.json")
+                   if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if not files:
+        raise GenbenchError(f"{root} holds no result records (*.json); run `genbench submit` first")
+    for rel in files:
+        try:
+            record = json.loads((root / rel).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise GenbenchError(f"result record {root / rel} is not valid JSON ({e}); fix or remove it") from None
+        if not isinstance(record, dict):
+            raise GenbenchError(f"result record {root / rel} holds a {type(record).__name__}, not a JSON object")
+    return _upload(root, parse_repo(repo), files, private=private, api=api,
+                   message=f"genbench {__version__}: {len(files)} result record(s)")

@@ -1,0 +1,187 @@
+"""The fragility audit: its statistics on planted synthetic learning curves (values known by construction),
+and the rescaling control on real networks (a planted fragile measure is flagged, an invariant one passes)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import genbench as gb
+from genbench.scoring.audit import BASE, Thresholds, audit_table, data_sensitivity, learning_curves, _cells
+from genbench.measures.registry import unregister_measure
+from genbench.measures.weights import weight_layers
+from genbench.scoring.rank import hoeffding_weight
+
+SIZES = [100, 300, 1000, 3000]
+NOISE = [0.0, 0.2]
+SEEDS = [0, 1, 2]
+N_TEST = 10_000
+
+
+def err_of(n: float, noise: float) -> float:
+    return 0.3 * (n / 100) ** -0.3 + 0.5 * noise
+
+
+def planted(mu_base, mu_twin, twin_err_shift: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """A learning-curve zoo table: base + one twin, seed noise on the error, mu from the given functions."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in SIZES:
+        for r in NOISE:
+            for s in SEEDS:
+                e = err_of(n, r) + rng.normal(0, 0.004)
+                e_twin = e + twin_err_shift + rng.normal(0, 0.001)
+                wobble = 1 + rng.normal(0, 0.01)
+                rows.append({"arm": BASE, "train_size": n, "label_noise": r, "seed": s, "err": e,
+                             "mu": mu_base(n, r, e) * wobble})
+                rows.append({"arm": "lr_x10", "train_size": n, "label_noise": r, "seed": s, "err": e_twin,
+                             "mu": mu_twin(n, r, e_twin) * wobble})
+    return pd.DataFrame(rows)
+
+
+AXES = ["train_size", "label_noise", "seed"]
+
+
+def run(t: pd.DataFrame, **kw):
+    return audit_table(t, axes=AXES, n_test=N_TEST, n_boot=300, **kw)
+
+
+def checks_by(parts) -> dict[tuple[str, str], object]:
+    return {(c.part, c.statistic): c for c in parts["checks"]}
+
+
+def failed_labels(parts) -> set[str]:
+    return {c.label for c in parts["checks"] if c.failed}
+
+
+def test_a_measure_that_tracks_the_error_is_robust():
+    parts = run(planted(lambda n, r, e: 2 * e, lambda n, r, e: 2 * e))
+    assert parts["admitted"]["lr_x10"] == 1.0
+    assert failed_labels(parts) == set()
+    assert all(c.failed is False for c in parts["checks"]), [c for c in parts["checks"] if c.failed is not False]
+    curves = parts["curves"]
+    base = curves[curves["arm"] == BASE]
+    # mu = 2 err: the slope of log mu equals the slope of log err, so the trend is right and the sign-error 0
+    assert np.allclose(base["beta_mu"], base["beta_err"], atol=0.02)
+    assert base["correct_trend"].all() and (base["sign_error"] == 0).all()
+
+
+def test_a_planted_fragile_measure_gets_every_label():
+    # the twin's mu is 5x larger and grows with n while the base's falls; mu does not see label noise
+    parts = run(planted(lambda n, r, e: (n / 100) ** -0.5, lambda n, r, e: 5 * (n / 100) ** 0.5))
+    assert failed_labels(parts) == {"fragile-value", "fragile-trend", "fragile-scale", "data-blind"}
+    curves = parts["curves"].set_index(["arm", "label_noise"])
+    # exact power laws up to the 1% wobble: the fitted slopes are the planted exponents
+    assert curves.loc[(BASE, 0.0), "beta_mu"] == pytest.approx(-0.5, abs=0.02)
+    assert curves.loc[("lr_x10", 0.0), "beta_mu"] == pytest.approx(0.5, abs=0.02)
+    assert curves.loc[("lr_x10", 0.0), "p_flip"] == 1.0
+    data = parts["data"]
+    assert np.abs(data[data["arm"] == BASE]["elasticity"]).max() < 0.1
+
+
+def test_only_the_exponent_changes_gives_fragile_scale_not_a_trend_flip():
+    parts = run(planted(lambda n, r, e: 2 * e, lambda n, r, e: 2 * e * (n / 100) ** -1.0))
+    labels = failed_labels(parts)
+    assert "fragile-scale" in labels and "fragile-trend" not in labels
+    twin = parts["curves"].query("arm == 'lr_x10'")
+    assert twin["d_alpha_mu"].to_numpy() == pytest.approx([1.0, 1.0], abs=0.05)
+
+
+def test_a_twin_that_moves_the_error_is_not_admitted_and_nothing_is_judged_on_it():
+    parts = run(planted(lambda n, r, e: 2 * e, lambda n, r, e: 50 * e, twin_err_shift=0.1))
+    assert parts["admitted"]["lr_x10"] == 0.0
+    c = checks_by(parts)
+    value = next(v for k, v in c.items() if k[0] == "value")
+    trend = next(v for k, v in c.items() if k[0] == "trend")
+    assert value.failed is None and "admissible" in value.detail
+    assert trend.failed is None
+
+
+def test_error_tolerance_is_seed_standard_errors_floored_by_hoeffding_and_capped():
+    th = Thresholds()
+    t = planted(lambda n, r, e: e, lambda n, r, e: e, twin_err_shift=0.0)
+    cells = run(t)["cells"]
+    floor = 2 * np.sqrt(np.log(2 / 0.05) / (2 * N_TEST))
+    g = t.groupby(["arm", "train_size", "label_noise"])["err"]
+    sd, mean = g.std(), g.mean()
+    for _, c in cells.iterrows():
+        key_b, key_t = (BASE, c["train_size"], c["label_noise"]), ("lr_x10", c["train_size"], c["label_noise"])
+        se = np.sqrt(sd[key_b] ** 2 / 3 + sd[key_t] ** 2 / 3)
+        assert c["err_tol"] == pytest.approx(min(max(2 * se, floor), th.err_abs_tol))
+        assert c["admitted"] == (abs(mean[key_t] - mean[key_b]) <= c["err_tol"])
+
+
+def test_data_sensitivity_with_two_levels_is_a_hoeffding_weighted_sign_agreement():
+    t = pd.DataFrame({"arm": BASE, "train_size": [100, 100, 300, 300], "label_noise": [0.0, 0.2] * 2,
+                      "seed": 0, "err": [0.30, 0.40, 0.20, 0.201], "mu": [1.0, 2.0, 3.0, 1.0]})
+    cells = _cells(t, ["train_size", "label_noise"])
+    d = data_sensitivity(cells, ["train_size", "label_noise"], "log", 1.0, N_TEST).set_index("train_size")
+    assert d.loc[100, "tau"] == 1.0 and d.loc[300, "tau"] == -1.0
+    assert d.loc[100, "weight"] == pytest.approx(hoeffding_weight(np.array([0.1]), N_TEST)[0])
+    assert d.loc[300, "weight"] == 0.0  # 0.001 apart: indistinguishable with 10k test points
+    assert d.loc[100, "elasticity"] == pytest.approx(np.log(2) / np.log(0.4 / 0.3))
+    # oriented for measures where larger means a smaller gap
+    flipped = data_sensitivity(cells, ["train_size", "label_noise"], "log", -1.0, N_TEST).set_index("train_size")
+    assert flipped.loc[100, "tau"] == -1.0
+
+
+def test_learning_curve_slopes_are_least_squares_on_log_log():
+    t = planted(lambda n, r, e: 3.0 * n ** -0.7, lambda n, r, e: 3.0 * n ** -0.7)
+    t["mu"] = 3.0 * t["train_size"] ** -0.7  # no wobble: exact
+    curves = learning_curves(t, ["label_noise"], "log", 1.0, Thresholds(), 200, 0)
+    assert np.allclose(curves["beta_mu"], -0.7)
+    assert np.allclose(curves["powerlaw_r2"], 1.0)
+    x = np.log(SIZES)
+    for _, c in curves.iterrows():
+        sub = t[(t["arm"] == c["arm"]) & (t["label_noise"] == c["label_noise"])].groupby("train_size")["err"].mean()
+        assert c["beta_err"] == pytest.approx(np.polyfit(x, np.log(sub.loc[SIZES].to_numpy()), 1)[0])
+
+
+def test_a_zoo_without_twins_or_curves_says_what_it_cannot_compute():
+    rng = np.random.default_rng(0)
+    t = pd.DataFrame([{"arm": BASE, "width": w, "label_noise": r, "seed": s, "err": 0.2 + r + rng.normal(0, .01),
+                       "mu": 1 + r} for w in (16, 32) for r in NOISE for s in SEEDS])
+    parts = audit_table(t, axes=["width", "label_noise", "seed"], n_test=N_TEST, n_boot=100)
+    by_part = {c.part: c for c in parts["checks"]}
+    assert by_part["value"].failed is None and "no twins" in by_part["value"].detail
+    assert by_part["trend"].failed is None and "train_size" in by_part["trend"].detail
+    assert by_part["scaling"].failed is None
+    data = [c for c in parts["checks"] if c.part == "data"]
+    assert all(c.failed is False for c in data)  # mu rises with noise as the error does
+    assert any("no twins" in n for n in parts["notes"])
+
+
+# ---------------------------------------------------------------- on real networks: the rescaling control
+
+
+@pytest.fixture(scope="module")
+def planted_measures():
+    import torch
+
+    @gb.register_measure("audittest.sqsum", kind="scalar", citation="planted fragile", replace=True)
+    def sqsum(ctx):
+        return float(sum((p.detach() ** 2).sum() for p in ctx.model.parameters()))
+
+    @gb.register_measure("audittest.froprod", kind="scalar", citation="planted invariant", replace=True)
+    def froprod(ctx):  # product of Frobenius norms after folding batchnorm: invariant under the rescaling
+        mats = [layer.weight for layer in weight_layers(ctx.model)]
+        return float(torch.prod(torch.stack([torch.linalg.norm(w.detach()) for w in mats])))
+
+    yield "audittest.sqsum", "audittest.froprod"
+    unregister_measure("audittest.sqsum")
+    unregister_measure("audittest.froprod")
+
+
+def test_the_rescaling_control_flags_a_planted_fragile_measure_and_passes_an_invariant_one(digits_zoo,
+                                                                                           planted_measures):
+    fragile, invariant = planted_measures
+    bad = gb.audit(fragile, digits_zoo, control_models=2, n_boot=100, progress=False, cache=False)
+    good = gb.audit(invariant, digits_zoo, control_models=2, n_boot=100, progress=False, cache=False)
+    ctl_bad = next(c for c in bad.checks if c.part == "control")
+    ctl_good = next(c for c in good.checks if c.part == "control")
+    assert ctl_bad.failed and "fragile-value" in bad.verdict
+    assert ctl_good.failed is False and ctl_good.value < 1e-5
+    assert set(bad.control["alpha"]) == {0.1, 10.0} and bad.control["model_id"].nunique() == 2
+    # the digits zoo has no twins: the report says so instead of judging
+    assert any(c.part == "trend" and c.failed is None for c in good.checks)
+    assert good.to_dict()["verdict"] == good.verdict

@@ -1,0 +1,267 @@
+"""The static leaderboard site, driven in a real headless browser (Debian chromium via selenium/chromedriver)."""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genbench.leaderboard.site import MARKER, write_site
+from site_records import FAIL_REASON, SCR_THRESHOLD, XSS_TITLE, make_ablation, make_records
+
+ZOO1, ZOO2 = "mnist1d-demogen", "cifar10-small"
+PWN_MARKER = "window.__pwned = 'untouched';"
+
+
+def in_ci() -> bool:
+    """Whether the CI environment variable is set (then a missing browser is a failure, not a skip)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def find_binary(env: str, *names: str) -> str | None:
+    """The executable named by `env` when it is set, else the first of `names` on PATH or in /usr/bin."""
+    if os.environ.get(env):
+        return shutil.which(os.environ[env])
+    for name in names:
+        path = shutil.which(name) or shutil.which(name, path="/usr/bin")
+        if path:
+            return path
+    return None
+
+
+def kfold(rec: dict[str, Any]) -> float | None:
+    """The k-fold R^2 of a record (None when it has none)."""
+    return ((rec.get("scores") or {}).get("values") or {}).get("kfold_r2")
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, Any]]:
+    """The fabricated records, built once."""
+    return make_records()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]) -> Path:
+    """The site written once for every browser test; its index.html."""
+    out = tmp_path_factory.mktemp("site") / "html"
+    return write_site(records, out, ablation=make_ablation(), title="test leaderboard")
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    """Headless Debian chromium under chromedriver; skips locally, fails in CI, when either is missing."""
+    chromium = find_binary("GENBENCH_CHROMIUM", "chromium", "chromium-browser")
+    chromedriver = find_binary("GENBENCH_CHROMEDRIVER", "chromedriver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        webdriver = None
+    missing = [what for what, ok in (("chromium", chromium), ("chromedriver", chromedriver),
+                                     ("selenium", webdriver)) if not ok]
+    if missing:
+        msg = f"browser test needs {', '.join(missing)} (apt-get install chromium chromium-driver; pip selenium)"
+        if in_ci():
+            pytest.fail(msg + " and CI is set: the browser test must run")
+        pytest.skip(msg)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):
+        opts.add_argument(arg)
+    drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
+    # a marker set before any page script runs; a script smuggled in through record text would change it
+    drv.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": PWN_MARKER})
+    drv.set_page_load_timeout(20)
+    yield drv
+    drv.quit()
+
+
+def load(drv: Any, url: str) -> None:
+    """Open a page and wait until its script has wired up the tables."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    drv.get(url)
+    WebDriverWait(drv, 10).until(lambda d: d.execute_script(
+        "return document.documentElement.getAttribute('data-ready') === '1'"))
+
+
+def visible_names(drv: Any, zoo: str) -> list[str]:
+    """Entry names of the displayed rows of a zoo's table, top to bottom."""
+    from selenium.webdriver.common.by import By
+
+    rows = drv.find_elements(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{zoo}"] tbody tr')
+    return [r.get_attribute("data-name") for r in rows if r.is_displayed()]
+
+
+def header(drv: Any, zoo: str, text: str) -> Any:
+    """The header cell of a zoo's table whose text starts with `text`."""
+    from selenium.webdriver.common.by import By
+
+    for th in drv.find_elements(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{zoo}"] thead th'):
+        if th.text.strip().startswith(text):
+            return th
+    raise AssertionError(f"no header {text!r}")
+
+
+def assert_not_pwned(drv: Any) -> None:
+    """No script from record text ran: the marker is intact, the title is ours, no injected image exists."""
+    assert drv.execute_script("return window.__pwned") == "untouched"
+    assert drv.title != "pwned"
+    assert drv.execute_script("return document.images.length") == 0
+
+
+def test_write_site_replaces_its_own_output_and_refuses_foreign_dirs(tmp_path: Path) -> None:
+    out = tmp_path / "web"
+    first = write_site(make_records(), out)
+    (out / "stale.html").write_text("old")
+    second = write_site(make_records()[:2], out)
+    assert first == second == out / "index.html" and (out / MARKER).exists()
+    assert not (out / "stale.html").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["web"]  # no temporary directories left behind
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(FileExistsError, match="not a genbench site"):
+        write_site(make_records(), foreign)
+    assert (foreign / "thesis.tex").read_text() == "precious"
+    empty = write_site([], tmp_path / "empty")
+    assert "No records" in empty.read_text()
+
+
+def test_index_ranked_tables(driver: Any, site: Path, records: list[dict[str, Any]], tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, site.as_uri())
+    assert visible_names(driver, ZOO1) == ["margin.qrt_log", "spectral_gap", "norm.path", "hangs"]
+    # the second zoo carries no ranks: the page ranks it by k-fold R^2 itself
+    z2 = sorted((r for r in records if r["zoo"]["name"] == ZOO2), key=lambda r: -kfold(r))
+    assert visible_names(driver, ZOO2) == [r["name"] for r in z2]
+    ranks = [td.text for td in driver.find_elements(
+        By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{ZOO2}"] tbody tr td:first-child')]
+    assert ranks == ["1", "2"]
+    failed_row = driver.find_element(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{ZOO1}"] tr[data-name="hangs"]')
+    assert "\u2013" in failed_row.text  # NaN and missing shown as an en dash
+    agg = driver.find_element(By.ID, "aggregate")
+    assert "mean" in agg.find_element(By.TAG_NAME, "caption").text.lower()
+    assert len(agg.find_elements(By.CSS_SELECTOR, "tbody tr")) == 3
+    ablation = driver.find_element(By.ID, "ablation")
+    assert "Table 1" in ablation.text and "Table 4" in ablation.text and "negative" in ablation.text
+    shot = tmp_path / "index.png"
+    assert driver.save_screenshot(str(shot))
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_sort_by_clicking_headers(driver: Any, site: Path, records: list[dict[str, Any]]) -> None:
+    load(driver, site.as_uri())
+    header(driver, ZOO1, "Entry").click()
+    assert visible_names(driver, ZOO1) == ["hangs", "margin.qrt_log", "norm.path", "spectral_gap"]
+    z1 = [r for r in records if r["zoo"]["name"] == ZOO1]
+    ok = sorted((r for r in z1 if kfold(r) is not None), key=kfold)
+    missing = [r["name"] for r in z1 if kfold(r) is None]
+    th = header(driver, ZOO1, "k-fold")
+    th.click()  # higher is better: best first
+    assert visible_names(driver, ZOO1) == [r["name"] for r in reversed(ok)] + missing
+    assert th.get_attribute("aria-sort") == "descending"
+    th.click()  # reversed; missing values stay last
+    assert visible_names(driver, ZOO1) == [r["name"] for r in ok] + missing
+    assert th.get_attribute("aria-sort") == "ascending"
+    assert header(driver, ZOO1, "Entry").get_attribute("aria-sort") == "none"
+
+
+def test_filter_hides_rows(driver: Any, site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, site.as_uri())
+    box = driver.find_element(By.CSS_SELECTOR, f'input.row-filter[data-table="table-{ZOO1}"]')
+    box.send_keys("margin")
+    assert visible_names(driver, ZOO1) == ["margin.qrt_log"]
+    assert driver.find_element(By.ID, f"table-{ZOO1}-count").text == "1 of 4 entries shown"
+    assert len(visible_names(driver, ZOO2)) == 2  # each zoo has its own filter
+    box.clear()
+    box.send_keys("NEYSHABUR")  # citation, case-insensitive
+    assert visible_names(driver, ZOO1) == ["norm.path"]
+    box.clear()
+    box.send_keys("signature")  # kind
+    assert visible_names(driver, ZOO1) == ["margin.qrt_log"]
+    box.clear()
+    box.send_keys(" ")
+    assert len(visible_names(driver, ZOO1)) == 4
+
+
+def test_badges_explain_themselves(driver: Any, site: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    load(driver, site.as_uri())
+    row = f'table.leaderboard[data-zoo="{ZOO1}"] tr[data-name="%s"] .badge'
+    fragile = driver.find_element(By.CSS_SELECTOR, row % "norm.path")
+    ActionChains(driver).move_to_element(fragile).perform()
+    tip = fragile.get_attribute("title")
+    assert fragile.text == "fragile-value" and "badge-fragile" in fragile.get_attribute("class")
+    assert "FAILED fragile-value" in tip and "spurious-change rate = 0.600" in tip and SCR_THRESHOLD in tip
+    assert "passed fragile-trend" in tip and "n/a fragile-scale" in tip
+    robust = driver.find_element(By.CSS_SELECTOR, row % "margin.qrt_log")
+    assert robust.text == "robust"
+    assert robust.value_of_css_property("background-color") != fragile.value_of_css_property("background-color")
+    assert FAIL_REASON in driver.find_element(By.CSS_SELECTOR, row % "hangs").get_attribute("title")
+    assert driver.find_element(By.CSS_SELECTOR, row % "spectral_gap").text == "not audited"
+
+
+def test_entry_page_has_chart_provenance_and_command(driver: Any, site: Path, records: list[dict[str, Any]],
+                                                    tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    load(driver, site.as_uri())
+    driver.find_element(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{ZOO1}"] '
+                                         'tr[data-name="margin.qrt_log"] a.entry').click()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith(f"entries/{ZOO1}/margin.qrt_log.html"))
+    rec = next(r for r in records if r["name"] == "margin.qrt_log" and r["zoo"]["name"] == ZOO1)
+    assert driver.find_element(By.ID, "entry-name").text == "margin.qrt_log"
+    svg = driver.find_element(By.CSS_SELECTOR, "#chart svg")
+    assert svg.size["width"] > 200 and svg.size["height"] > 200
+    points = svg.find_elements(By.CSS_SELECTOR, "g#points use, g#points circle, g#points path")
+    assert len(points) >= rec["scores"]["n"]
+    assert svg.find_elements(By.CSS_SELECTOR, "g#identity path")  # the y = x line
+    labels = svg.text
+    assert "true generalization gap" in labels and "predicted gap" in labels
+    assert driver.find_element(By.ID, "command").text == rec["provenance"]["command"]
+    prov = driver.find_element(By.ID, "provenance").text
+    for key, value in rec["provenance"].items():
+        assert key in prov and str(value) in prov
+    assert rec["zoo"]["table_sha256"] in prov
+    assert "95% interval" in driver.find_element(By.ID, "scores").text
+    assert "spurious-change rate" in driver.find_element(By.ID, "audit").text
+    shot = tmp_path / "entry.png"
+    assert driver.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
+    driver.find_element(By.LINK_TEXT, "\u2190 leaderboard").click()
+    WebDriverWait(driver, 10).until(lambda d: "index.html" in d.current_url)
+
+
+def test_failed_entry_says_why_and_has_no_chart(driver: Any, site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, (site.parent / "entries" / ZOO1 / "hangs.html").as_uri())
+    assert FAIL_REASON in driver.find_element(By.ID, "failure").text
+    assert not driver.find_elements(By.TAG_NAME, "svg")
+    assert "genbench submit submissions/hangs" in driver.find_element(By.ID, "command").text
+
+
+def test_record_text_is_escaped_and_never_runs(driver: Any, site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, site.as_uri())
+    assert_not_pwned(driver)
+    sub = driver.find_element(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{ZOO1}"] '
+                                               'tr[data-name="spectral_gap"] .subtitle')
+    assert sub.text == XSS_TITLE
+    load(driver, (site.parent / "entries" / ZOO1 / "spectral_gap.html").as_uri())
+    assert_not_pwned(driver)
+    assert driver.find_element(By.CSS_SELECTOR, ".submission-title").text == XSS_TITLE
+    assert "<b>B. Bold</b>" in driver.find_element(By.ID, "submission").text
+    assert not driver.find_elements(By.CSS_SELECTOR, 'a[href^="javascript"]')
