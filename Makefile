@@ -29,6 +29,7 @@ demo: install
 	$(BIN)/genbench zoo build mnist1d-demogen
 	$(BIN)/genbench zoo info mnist1d-demogen
 	$(BIN)/genbench evaluate '*' --zoo mnist1d-demogen
+	$(BIN)/genbench leaderboard --zoo mnist1d-demogen --html leaderboard/site
 
 test: install-test
 	$(BIN)/python -m pytest -q tests

@@ -18,7 +18,8 @@ zoo_app = typer.Typer(help="Build, inspect and verify model zoos.", no_args_is_h
 app.add_typer(zoo_app, name="zoo")
 measures_app = typer.Typer(help="List the registered measures and run their conformance suite.", no_args_is_help=True)
 app.add_typer(measures_app, name="measures")
-leaderboard_app = typer.Typer(help="Rank the scored measures and publish result records.", no_args_is_help=True)
+leaderboard_app = typer.Typer(help="Rank the scored measures (the table, a web page), compute and publish result "
+                                   "records.", invoke_without_command=True)
 app.add_typer(leaderboard_app, name="leaderboard")
 console = Console()
 
@@ -147,6 +148,143 @@ def leaderboard_push(folder: Path = typer.Argument(..., help="folder of result r
     from .hub import push_results
 
     _report_push(push_results(folder, repo, private=private), "result records")
+
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+@leaderboard_app.callback()
+def leaderboard_cmd(ctx: typer.Context,
+                    zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo (default: every zoo with records)"),
+                    sort: str = typer.Option("kfold_r2", help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
+                    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown"),
+                    html: Optional[Path] = typer.Option(None, "--html", help="also write the static web page here"),
+                    results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
+                    ) -> None:
+    """Ranked table per zoo (rank groups: overlapping 95% intervals) and the mean rank across zoos."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .leaderboard.records import COLUMNS, aggregate_table, leaderboard_table, load_records, rank_records
+
+    if fmt not in FORMATS:
+        raise GenbenchError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    if sort not in COLUMNS + ("sign_error_p90", "sign_error_mean", "cmi_pgdl"):
+        from .errors import did_you_mean
+        raise did_you_mean(sort, COLUMNS, what="score to sort by")
+    records = load_records(results, zoo)
+    table = leaderboard_table(records, sort)
+    if fmt == "csv":
+        sys.stdout.write(table.to_csv(index=False))
+    elif fmt == "json":
+        sys.stdout.write(table.to_json(orient="records", indent=1) + "\n")
+    elif fmt == "markdown":
+        cols = ["zoo", "rank", "group", "entry", "kind", "adj_r2", "kfold_r2", "tau", "psi", "cmi", "sign_error_worst",
+                "fragility"]
+        sys.stdout.write(table[cols].to_markdown(index=False, floatfmt=".3f") + "\n")
+    else:
+        for z, part in table.groupby("zoo", sort=True):
+            t = Table("rank", "group", "entry", "kind", "adj R2 [95%]", "k-fold R2 [95%]", "tau", "Psi", "CMI",
+                      "sign-err worst", "fragility", "citation", title=f"{z}: ranked by {sort}")
+            for _, r in part.iterrows():
+                rank = "-" if r["rank"] != r["rank"] or r["rank"] is None else str(int(r["rank"]))
+                group = "-" if r["group"] != r["group"] or r["group"] is None else str(int(r["group"]))
+                t.add_row(rank, group, r["entry"], str(r["kind"] or ""), _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
+                          _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]), _fmt(r["tau"]), _fmt(r["psi"]),
+                          _fmt(r["cmi"]), _fmt(r["sign_error_worst"]),
+                          r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}", r["citation"][:40])
+            console.print(t)
+        agg = aggregate_table(records, sort)
+        if table["zoo"].nunique() > 1 and not agg.empty:
+            t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
+            for _, r in agg.iterrows():
+                t.add_row(r["entry"], f"{r['mean_rank']:.2f}", str(int(r["zoos"])))
+            console.print(t)
+    if html is not None:
+        from .leaderboard import write_site
+
+        index = write_site(rank_records(records, sort), html, ablation=_ablation_tables(records))
+        console.print(f"leaderboard page: {index}")
+
+
+def _ablation_tables(records: list[dict]) -> dict | None:
+    """The DEMOGEN Tables 1 and 4 from the records of mnist1d-demogen, when they hold the margin entries."""
+    from .scoring.demogen import MEASURES, demogen_table
+    from .scoring.scores import MeasureScores, Scores
+
+    by = {r["measure"]: r for r in records if r["zoo"]["name"] == "mnist1d-demogen" and r["status"] == "ok"
+          and r.get("builtin")}
+    if not all(m in by for m in MEASURES):
+        return None
+    items = {}
+    for m in MEASURES:
+        sc = by[m]["scores"]
+        items[m] = MeasureScores(measure=m, kind=by[m]["kind"], transform=sc.get("transform"), target="gap",
+                                 n=sc["n"], dropped=sc["dropped"], features=sc["features"],
+                                 values={k: (float("nan") if v is None else v) for k, v in sc["values"].items()},
+                                 intervals={k: tuple(float("nan") if x is None else x for x in v)
+                                            for k, v in sc["intervals"].items()})
+    scores = Scores("mnist1d-demogen", "gap", items)
+    return {"Table 1": demogen_table(scores, 1), "Table 4": demogen_table(scores, 4)}
+
+
+@leaderboard_app.command("run")
+def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
+                    zoo: list[str] = typer.Option(["mnist1d-demogen"], "--zoo", help="zoo(s) to score on"),
+                    results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
+                    audit_zoo: Optional[str] = typer.Option("mnist1d-fragility", "--audit-zoo",
+                                                            help="zoo for the fragility audit ('' to skip)"),
+                    device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+                    n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples"),
+                    ) -> None:
+    """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
+    from .leaderboard.records import run_entry, write_record
+    from .measures.registry import resolve_measures
+
+    names = [m.name for m in resolve_measures(measures)]
+    for z in zoo:
+        for name in tqdm_names(names, z):
+            cmd = f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
+            rec = run_entry(name, z, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot, command=cmd)
+            path = write_record(rec, results)
+            verdict = (rec.get("audit") or {}).get("verdict", "not audited")
+            kf = ((rec.get("scores") or {}).get("values") or {}).get("kfold_r2")
+            console.print(f"{z} {name}: {rec['status']}, k-fold R2 {_fmt(kf)}, {verdict} -> {path}")
+
+
+def tqdm_names(names: list[str], zoo: str):
+    """Progress over the entries of one zoo."""
+    from tqdm import tqdm
+
+    return tqdm(names, desc=f"records on {zoo}", unit="entry")
+
+
+@app.command("verify")
+def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (leaderboard/results/ZOO/NAME.json)"),
+               rtol: float = typer.Option(1e-5, help="relative tolerance"),
+               atol: float = typer.Option(1e-8, help="absolute tolerance"),
+               device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+               ) -> None:
+    """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce."""
+    from .leaderboard.verify import verify_record
+
+    failed = 0
+    for path in records:
+        v = verify_record(path, rtol=rtol, atol=atol, device=device)
+        if v.ok:
+            console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g})")
+            continue
+        failed += 1
+        console.print(f"[red]does not reproduce[/red] {path}")
+        for p in v.problems:
+            console.print(f"  {p}")
+        if v.differences:
+            t = Table("field", "recorded", "recomputed", title=f"{len(v.differences)} differences beyond "
+                                                                 f"rtol {rtol:g}, atol {atol:g}")
+            for field_, old, new in v.differences[:40]:
+                t.add_row(field_, str(old)[:40], str(new)[:40])
+            console.print(t)
+    if failed:
+        raise typer.Exit(1)
 
 
 @measures_app.command("list")
@@ -327,6 +465,61 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     if json_out:
         write_json_atomic(json_out, report.to_dict())
         console.print(f"report written to {json_out}")
+
+
+@app.command("submit")
+def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submissions/NAME (measure.py + submission.yaml)"),
+               zoo: Optional[list[str]] = typer.Option(None, "--zoo", help="zoo(s) to score on (default: the "
+                                                       "submission's `zoos`, else mnist1d-demogen)"),
+               budget_s: float = typer.Option(300.0, "--budget-s", help="seconds allowed per model"),
+               memory_gb: float = typer.Option(4.0, "--memory-gb", help="memory cap of the child process, in GB"),
+               timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
+                                                         help="wall-clock limit of the whole run (default: generous, "
+                                                              "from the number of models and the budget)"),
+               results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
+               no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
+               audit_zoo: str = typer.Option("mnist1d-fragility", "--audit-zoo", help="zoo for the fragility audit"),
+               device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+               n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the 95% intervals"),
+               ) -> None:
+    """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
+    import json
+    import math
+
+    from .leaderboard.submission import load_submission, submit, summarize
+
+    sub = load_submission(folder)
+    console.print(f"submission [bold]{sub.name}[/bold]: {sub.title} (entry {sub.entry}), "
+                  f"zoos {', '.join(zoo or sub.zoos)}", highlight=False)
+
+    def echo(text: str, kind: str) -> None:
+        if kind == "stage":
+            console.print(f"  -> {text}", highlight=False, markup=False)
+        else:
+            console.print(f"     | {text}", style="dim", highlight=False, markup=False)
+
+    def num(v: float, lo: float = math.nan, hi: float = math.nan) -> str:
+        if math.isnan(v):
+            return "-"
+        return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if not (math.isnan(lo) or math.isnan(hi)) else "")
+
+    paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
+                   timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
+                   n_boot=n_boot, echo=echo)
+    failed = 0
+    for path in paths:
+        rec = json.loads(path.read_text())
+        zname = rec["zoo"]["name"]
+        if rec["status"] != "ok":
+            failed += 1
+            console.print(f"[red]{zname}: FAILED[/red] {rec['failure']}", highlight=False)
+        else:
+            s = summarize(rec)
+            console.print(f"[green]{zname}: ok[/green]  adj R2 {num(*s['adj_r2'])}  k-fold R2 {num(*s['kfold_r2'])}  "
+                          f"tau {num(*s['tau'])}  audit: {s['verdict']}", highlight=False)
+        console.print(f"  record: {path}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:

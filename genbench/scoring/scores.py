@@ -194,6 +194,8 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
         raise GenbenchError(f"transform must be 'auto', 'log', 'linear' or None, got {transform!r}")
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     info = values.attrs.get("measures", {})
+    # folds and bootstrap resamples are assigned by position: fix the order so a score does not depend on it
+    values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
     names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
     table = zoo.table.set_index("model_id")
     missing = [m for m in values["model_id"] if m not in table.index]

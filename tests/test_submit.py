@@ -1,0 +1,245 @@
+"""genbench submit: the submission format is checked field by field, the entry runs in a child process,
+and every way submitted code can go wrong becomes a failure record while the harness carries on."""
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genbench.cli import app
+from genbench.errors import GenbenchError
+from genbench.leaderboard import submission as submission_mod
+from genbench.leaderboard.submission import load_submission, submit
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "submissions" / "_template"
+FAST = dict(audit_zoo=None, n_boot=20, budget_s=30, device="cpu")
+YAML = {"title": "t", "authors": ["A. Author"], "contact": "a@example.org", "paper_url": None,
+        "licence": "MIT", "entry": "bad.entry", "zoos": ["digits-mlp"]}
+
+
+def make_submission(root: Path, name: str, body: str, **fields) -> Path:
+    """A submission folder whose measure.py is the genbench import plus `body`."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "measure.py").write_text("import genbench as gb\n" + textwrap.dedent(body))
+    meta = {**YAML, **fields}
+    (folder / "submission.yaml").write_text("\n".join(f"{k}: {json.dumps(v)}" for k, v in meta.items()) + "\n")
+    return folder
+
+
+def run_one(folder: Path, results: Path, **kw) -> dict:
+    paths = submit(folder, ["digits-mlp"], results_root=results, **{**FAST, **kw})
+    assert len(paths) == 1 and paths[0] == results / "digits-mlp" / f"{folder.name}.json"
+    return json.loads(paths[0].read_text())
+
+
+# ---------------------------------------------------------------- the format
+
+
+def test_template_is_a_valid_submission():
+    sub = load_submission(TEMPLATE)
+    assert sub.name == "_template" and sub.entry == "template.logit_margin"
+    assert sub.fields()["path"] == "submissions/_template" or sub.fields()["path"].endswith("submissions/_template")
+    for example in ("weightwatcher_alpha", "gradient_noise_scale"):
+        sub = load_submission(REPO / "submissions" / example)
+        assert (REPO / "submissions" / example / "README.md").is_file() and sub.authors
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"drop": "contact"}, r"missing field\(s\) 'contact'"),
+    ({"authors": "Ada Lovelace"}, r"field 'authors': expected a non-empty list of names .* found 'Ada Lovelace'"),
+    ({"authors": []}, r"field 'authors': expected a non-empty list"),
+    ({"contact": "nobody"}, r"field 'contact': expected an e-mail address .* found 'nobody'"),
+    ({"paper_url": "ftp://x.org/p.pdf"}, r"field 'paper_url': expected an http\(s\) URL"),
+    ({"licence": "all rights reserved!"}, r"field 'licence': expected an SPDX licence identifier"),
+    ({"entry": "nodot"}, r"field 'entry': expected a measure name of the form 'family.variant'"),
+    ({"zoos": "digits-mlp"}, r"field 'zoos': expected a non-empty list of zoo names"),
+    ({"license": "MIT"}, r"unknown field in .*submission.yaml: 'license'. Did you mean 'licence'"),
+])
+def test_bad_yaml_names_the_file_the_field_and_what_was_found(tmp_path, change, expected):
+    folder = make_submission(tmp_path, "bad", "")
+    data = dict(YAML)
+    if "drop" in change:
+        data.pop(change["drop"])
+    else:
+        data.update(change)
+    (folder / "submission.yaml").write_text("\n".join(f"{k}: {json.dumps(v)}" for k, v in data.items()))
+    with pytest.raises(GenbenchError, match=expected) as info:
+        load_submission(folder)
+    assert str(folder / "submission.yaml") in str(info.value)
+
+
+def test_unparsable_yaml_and_missing_files_are_refused(tmp_path):
+    folder = make_submission(tmp_path, "bad", "")
+    (folder / "submission.yaml").write_text("title: [unclosed\n")
+    with pytest.raises(GenbenchError, match=r"submission.yaml: not valid YAML at line \d+"):
+        load_submission(folder)
+    (folder / "submission.yaml").write_text("- a list\n")
+    with pytest.raises(GenbenchError, match="expected a mapping of fields"):
+        load_submission(folder)
+    (folder / "measure.py").unlink()
+    with pytest.raises(GenbenchError, match="has no measure.py"):
+        load_submission(folder)
+    with pytest.raises(GenbenchError, match="does not exist"):
+        load_submission(tmp_path / "nowhere")
+
+
+def test_unknown_zoo_and_builtin_entry_are_refused_before_anything_runs(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "ok", "")
+    with pytest.raises(GenbenchError, match="unknown zoo 'digits-mpl'. Did you mean 'digits-mlp'"):
+        submit(folder, ["digits-mpl"], results_root=tmp_path / "r", **FAST)
+    folder = make_submission(tmp_path, "taken", "", entry="norm.params")
+    with pytest.raises(GenbenchError, match="'norm.params' is already a registered"):
+        submit(folder, ["digits-mlp"], results_root=tmp_path / "r", **FAST)
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- a good submission, through the CLI
+
+
+def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_path, digits_zoo):
+    results = tmp_path / "results"
+    out = CliRunner().invoke(app, ["submit", str(TEMPLATE), "--zoo", "digits-mlp", "--results", str(results),
+                                   "--no-audit", "--n-boot", "20", "--budget-s", "30", "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    assert "conformance suite passed" in out.output and "adj R2" in out.output and "k-fold R2" in out.output
+    path = results / "digits-mlp" / "_template.json"
+    assert str(path) in out.output.replace("\n", "")
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok" and rec["failure"] is None and rec["builtin"] is False
+    assert rec["name"] == "_template" and rec["measure"] == "template.logit_margin" and rec["kind"] == "scalar"
+    for key in ("adj_r2", "kfold_r2", "tau"):
+        assert math.isfinite(rec["scores"]["values"][key])
+        lo, hi = rec["scores"]["intervals"][key]
+        assert lo <= hi
+    assert len(rec["values"]["value"]) == len(digits_zoo)
+    prov = rec["provenance"]
+    for key in ("genbench_version", "git_commit", "measure_source_hash", "device", "seconds", "date", "command"):
+        assert key in prov
+    assert prov["command"].startswith("genbench submit ") and prov["command"].endswith("--zoo digits-mlp")
+    assert len(prov["measure_source_hash"]) == 64
+    assert rec["zoo"]["table_sha256"] == digits_zoo.manifest["files"]["models.parquet"]
+    assert rec["submission"]["entry"] == "template.logit_margin" and rec["submission"]["licence"] == "Apache-2.0"
+
+
+@pytest.mark.parametrize("example, entry", [("gradient_noise_scale", "gradnoise.noise_scale_log"),
+                                            ("weightwatcher_alpha", "spectral.ww_alpha")])
+def test_example_submissions_score_on_the_digits_zoo(tmp_path, digits_zoo, example, entry):
+    if example == "weightwatcher_alpha":
+        pytest.importorskip("weightwatcher")
+    rec = run_one(REPO / "submissions" / example, tmp_path / "r")
+    assert rec["status"] == "ok", rec["failure"]
+    assert rec["measure"] == entry and math.isfinite(rec["scores"]["values"]["tau"])
+    assert all(math.isfinite(v) for v in rec["values"]["value"])
+
+
+# ---------------------------------------------------------------- every way to fail, and the parent survives
+
+
+def test_exception_at_import_gives_a_failure_record(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "boom", """
+        x = 1
+        raise RuntimeError("boom at import")
+        """)
+    rec = run_one(folder, tmp_path / "r")
+    assert rec["status"] == "failed" and rec["scores"] is None
+    assert "measure.py raised at import (measure.py line 4): RuntimeError: boom at import" in rec["failure"]
+
+
+def test_entry_not_registered_lists_what_is(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "other", """
+        @gb.register_measure("sub.something")
+        def something(ctx):
+            return 1.0
+        """, entry="sub.other")
+    rec = run_one(folder, tmp_path / "r")
+    assert rec["failure"].startswith("measure.py does not register 'sub.other'")
+    assert "it registers ['sub.something']" in rec["failure"]
+
+
+def test_hard_crash_in_the_measure_gives_a_failure_record(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "crash", """
+        import os
+
+        @gb.register_measure("sub.crash")
+        def crash(ctx):
+            print("about to die", flush=True)
+            os._exit(3)
+        """, entry="sub.crash")
+    rec = run_one(folder, tmp_path / "r")
+    assert rec["status"] == "failed" and rec["kind"] == "scalar"
+    assert "crashed while running the conformance suite on 2 models on digits-mlp" in rec["failure"]
+    assert "exited with status 3" in rec["failure"] and "about to die" in rec["failure"]
+    assert rec["provenance"]["measure_source_hash"] and rec["provenance"]["command"].endswith("--zoo digits-mlp")
+
+
+def test_hanging_measure_is_killed_after_its_budget(tmp_path, digits_zoo, monkeypatch):
+    monkeypatch.setattr(submission_mod, "HANG_GRACE_S", 1.0)
+    folder = make_submission(tmp_path, "hang", """
+        import time
+
+        @gb.register_measure("sub.hang")
+        def hang(ctx):
+            time.sleep(3600)
+        """, entry="sub.hang")
+    rec = run_one(folder, tmp_path / "r", budget_s=1)
+    assert rec["failure"].startswith("hung: one call of sub.hang ran for more than 2 s")
+
+
+def test_hang_outside_the_measure_hits_the_overall_timeout(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "slowimport", """
+        import time
+        time.sleep(3600)
+        """)
+    rec = run_one(folder, tmp_path / "r", timeout_s=4)
+    assert rec["failure"].startswith("timed out: the submission ran past its wall-clock limit of 4 s")
+
+
+def test_over_memory_gives_a_failure_record(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "hog", """
+        import numpy as np
+
+        @gb.register_measure("sub.hog")
+        def hog(ctx):
+            return float(np.ones(1 << 28).sum())  # 2 GiB
+        """, entry="sub.hog")
+    rec = run_one(folder, tmp_path / "r", memory_gb=1)
+    assert rec["failure"].startswith("exceeded the memory cap of 1 GB") and "MemoryError" in rec["failure"]
+
+
+def test_nan_measure_gives_a_failure_record(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "nan", """
+        @gb.register_measure("sub.nan")
+        def nan(ctx):
+            return float("nan")
+        """, entry="sub.nan")
+    rec = run_one(folder, tmp_path / "r")
+    assert "failed the conformance suite" in rec["failure"] and "non-finite value (nan)" in rec["failure"]
+
+
+def test_reading_test_data_is_caught_even_when_the_refusal_is_swallowed(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "peek", """
+        @gb.register_measure("sub.peek")
+        def peek(ctx):
+            zoo = gb.load_zoo("digits-mlp")
+            from genbench.zoo.data import load_pool
+            for read in (lambda: zoo.test_data(zoo.model_ids[0]), lambda: zoo.pool.x_test,
+                         lambda: load_pool(zoo.manifest["dataset"]).x_test):
+                try:
+                    read()
+                except PermissionError:
+                    pass
+            return 1.0
+        """, entry="sub.peek")
+    result = CliRunner().invoke(app, ["submit", str(folder), "--zoo", "digits-mlp", "--results", str(tmp_path / "r"),
+                                      "--no-audit", "--n-boot", "20", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert "FAILED read test data" in " ".join(result.output.split())
+    rec = json.loads((tmp_path / "r" / "digits-mlp" / "peek.json").read_text())
+    assert rec["status"] == "failed" and "Pool.x_test" in rec["failure"] and "Zoo.test_data" in rec["failure"]
+    assert "open(dataset.safetensors)" in rec["failure"]
