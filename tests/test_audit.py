@@ -185,3 +185,16 @@ def test_the_rescaling_control_flags_a_planted_fragile_measure_and_passes_an_inv
     # the digits zoo has no twins: the report says so instead of judging
     assert any(c.part == "trend" and c.failed is None for c in good.checks)
     assert good.to_dict()["verdict"] == good.verdict
+
+
+def test_the_seed_bootstrap_is_the_same_in_every_process():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, 'tests'); from test_audit import *; "
+            "p = run(planted(lambda n, r, e: 2 * e, lambda n, r, e: 2 * e * (n / 100) ** -0.05)); "
+            "print(p['curves']['p_flip'].fillna(-1).round(6).tolist(), [c['beta_mu_ci'] for _, c in p['curves'].iterrows()])")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": h}).stdout for h in ("1", "2")}
+    assert len(outs) == 1, outs

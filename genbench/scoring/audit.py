@@ -3,6 +3,7 @@ and scaling when training changes slightly (a twin) while the test error barely 
 complexity, and is it blind to a function-preserving rescaling? Every verdict carries its threshold."""
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -201,7 +202,8 @@ def learning_curves(t: pd.DataFrame, context: list[str], form: str, sign: float,
         if (cell["err"] <= 0).any() or (form == "log" and (cell["mu"] <= 0).any()):
             continue
         y_mu, y_err = _f(cell["mu"].to_numpy(), form), np.log(cell["err"].to_numpy())
-        ctx_seed = seed + sum(hash(str(v)) % 997 for v in ctx.values()) if ctx else seed
+        # a stable hash (not Python's per-process str hash), so a record's bootstrap reproduces in any process
+        ctx_seed = seed + zlib.crc32(repr(sorted(ctx.items())).encode()) % 99991 if ctx else seed
         boot = _curve_boot(g, sizes, form, ctx_seed, n_boot)
         b_mu, b_err = _slopes(x, boot["mu"]), _slopes(x, boot["err"])
         draws[(arm, *ctx.values())] = (b_mu, b_err)
