@@ -215,14 +215,7 @@ def _ablation_tables(records: list[dict]) -> dict | None:
           and r.get("builtin")}
     if not all(m in by for m in MEASURES):
         return None
-    items = {}
-    for m in MEASURES:
-        sc = by[m]["scores"]
-        items[m] = MeasureScores(measure=m, kind=by[m]["kind"], transform=sc.get("transform"), target="gap",
-                                 n=sc["n"], dropped=sc["dropped"], features=sc["features"],
-                                 values={k: (float("nan") if v is None else v) for k, v in sc["values"].items()},
-                                 intervals={k: tuple(float("nan") if x is None else x for x in v)
-                                            for k, v in sc["intervals"].items()})
+    items = {m: MeasureScores.from_dict(by[m]["scores"]) for m in MEASURES}
     scores = Scores("mnist1d-demogen", "gap", items)
     return {"Table 1": demogen_table(scores, 1), "Table 4": demogen_table(scores, 4)}
 
@@ -237,25 +230,20 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                     n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
+    from tqdm import tqdm
+
     from .leaderboard.records import run_entry, write_record
     from .measures.registry import resolve_measures
 
     names = [m.name for m in resolve_measures(measures)]
     for z in zoo:
-        for name in tqdm_names(names, z):
+        for name in tqdm(names, desc=f"records on {z}", unit="entry"):
             cmd = f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
             rec = run_entry(name, z, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot, command=cmd)
             path = write_record(rec, results)
             verdict = (rec.get("audit") or {}).get("verdict", "not audited")
             kf = ((rec.get("scores") or {}).get("values") or {}).get("kfold_r2")
             console.print(f"{z} {name}: {rec['status']}, k-fold R2 {_fmt(kf)}, {verdict} -> {path}")
-
-
-def tqdm_names(names: list[str], zoo: str):
-    """Progress over the entries of one zoo."""
-    from tqdm import tqdm
-
-    return tqdm(names, desc=f"records on {zoo}", unit="entry")
 
 
 @app.command("verify")

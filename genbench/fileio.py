@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -37,6 +40,21 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write `text` to `path` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def json_safe(x: Any) -> Any:
+    """A strict-JSON copy: NaN/inf as None, numpy arrays and scalars and tuples as plain values."""
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return json_safe(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> Path:

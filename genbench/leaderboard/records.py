@@ -16,28 +16,13 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import GenbenchError
-from ..fileio import write_json_atomic
+from ..fileio import json_safe, write_json_atomic
 from ..measures import Measure, get_measure
 from ..zoo.storage import Zoo, load_zoo
 
 SCHEMA = 1
 RESULTS = Path("leaderboard") / "results"
 AUDIT_ZOO = "mnist1d-fragility"
-
-
-def _clean(x: Any) -> Any:
-    """JSON-able copy: NaN/inf as None, numpy scalars and tuples as plain values."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def git_commit(cwd: str | Path | None = None) -> str | None:
@@ -81,7 +66,7 @@ def failure_record(name: str, measure: str, zoo: str | Zoo, reason: str, *, subm
     rec = _base(name, m, measure, zoo, submission)
     rec.update(status="failed", failure=reason, scores=None, audit=None, values=None,
                provenance=_provenance(m, device=device, seconds=seconds, command=command))
-    return _clean(rec)
+    return json_safe(rec)
 
 
 def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, predictions: pd.Series | None) -> dict[str, Any]:
@@ -105,6 +90,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     from ..scoring import audit, score
+    from ..scoring.scores import measure_matrix
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     device = resolve_device(device)
@@ -113,7 +99,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     start = time.perf_counter()
     values = evaluate([m], zoo, device=device, seed=seed, budget_s=budget_s, progress=progress, cache=cache)
     s = score(values, zoo, measures=[m.name], n_boot=n_boot, seed=seed)[m.name]
-    ok = np.isfinite(values.filter(regex=rf"^{m.name}(\[\d+\])?$").to_numpy(float)).all(1)
+    ok = np.isfinite(measure_matrix(values, m.name)).all(1)
     if not ok.any():
         errors = values.get(f"{m.name}:error")
         first = next((e for e in errors if isinstance(e, str)), "no value") if errors is not None else "no value"
@@ -139,7 +125,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
                provenance=_provenance(m, device=device, seconds=time.perf_counter() - start, command=command))
     rec["provenance"]["seed"], rec["provenance"]["n_boot"] = seed, n_boot
     rec["provenance"]["audit_zoo"] = audit_zoo  # as requested, so verify repeats the same attempt
-    return _clean(rec)
+    return json_safe(rec)
 
 
 def record_path(record: dict[str, Any], root: str | Path = RESULTS) -> Path:
@@ -149,7 +135,7 @@ def record_path(record: dict[str, Any], root: str | Path = RESULTS) -> Path:
 
 def write_record(record: dict[str, Any], root: str | Path = RESULTS) -> Path:
     """Write a record atomically to ROOT/<zoo>/<name>.json."""
-    return write_json_atomic(record_path(record, root), _clean(record))
+    return write_json_atomic(record_path(record, root), json_safe(record))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

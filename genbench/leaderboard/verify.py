@@ -1,9 +1,7 @@
 """genbench verify: recompute a result record from scratch and list every number that does not reproduce."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from ..errors import GenbenchError
 from ..measures import get_measure
 from ..zoo.storage import load_zoo
 from .records import read_record, run_entry
+from .submission import import_measure_file
 
 RTOL, ATOL = 1e-5, 1e-8
 
@@ -36,13 +35,7 @@ def import_submission(folder: str | Path) -> None:
     path = Path(folder) / "measure.py"
     if not path.is_file():
         raise GenbenchError(f"the record names submission folder {folder}, which has no measure.py")
-    mod_name = f"genbench_submission_{path.parent.name.replace('-', '_')}"
-    if mod_name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    import_measure_file(path)
 
 
 def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import importlib.util
 import json
 import resource
 import sys
@@ -15,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .submission import EVENT
+from .submission import EVENT, import_measure_file
 
 _MEMORY_MARKS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory",
                  "Cannot allocate memory")
@@ -105,19 +103,6 @@ class GuardTestData:
                 self.active -= 1
                 emit(call="end")
         return guarded
-
-
-def import_measure_file(path: Path) -> str:
-    """Import measure.py under a module name unique to its path; return that name."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
-    mod_name = f"genbench_submission_{path.parent.name.replace('-', '_')}_{digest}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return mod_name
 
 
 def _where(exc: BaseException, path: Path) -> str:

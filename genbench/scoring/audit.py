@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import GenbenchError
+from ..fileio import json_safe
 from ..measures import Measure, get_measure
 from ..zoo.storage import Zoo, load_zoo
 from .rank import hoeffding_weight
@@ -79,17 +80,7 @@ class FragilityReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (NaN as None), as stored in result records."""
-        def clean(x: Any) -> Any:
-            if isinstance(x, float) and not np.isfinite(x):
-                return None
-            if isinstance(x, dict):
-                return {k: clean(v) for k, v in x.items()}
-            if isinstance(x, (list, tuple)):
-                return [clean(v) for v in x]
-            if isinstance(x, np.generic):
-                return clean(x.item())
-            return x
-        return clean({"measure": self.measure, "zoo": self.zoo, "form": self.form, "verdict": self.verdict,
+        return json_safe({"measure": self.measure, "zoo": self.zoo, "form": self.form, "verdict": self.verdict,
                       "admitted": self.admitted, "checks": [asdict(c) for c in self.checks],
                       "thresholds": asdict(self.thresholds), "notes": list(self.notes),
                       "control": self.control.to_dict(orient="records"),
@@ -436,7 +427,7 @@ def rescaling_control(m: Measure, zoo: Zoo, ids: list[str], to_scalar: Any, *, d
     return pd.DataFrame(rows)
 
 
-def _control_models(zoo: Zoo, base_ids: list[str], n: int) -> list[str]:
+def _control_models(base_ids: list[str], n: int) -> list[str]:
     """`n` baseline models spread evenly over the (sorted) grid."""
     if n <= 0 or not base_ids:
         return []
@@ -468,8 +459,8 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     axes = [a for a in zoo.hparams if f"hp.{a}" in table.columns]
     by_id = table.set_index("model_id")
     rows = []
-    for mid, row in by_id.iterrows():
-        anchor = str(row["twin_of"]) if isinstance(row.get("twin_of"), str) and row.get("twin_of") else mid
+    anchors = twin_of.astype(str).where(is_twin, table["model_id"])  # a twin takes its baseline's grid point
+    for (mid, row), anchor in zip(by_id.iterrows(), anchors):
         src = by_id.loc[anchor] if anchor in by_id.index else row
         rows.append({"model_id": mid, "arm": str(row["perturbation"]) if anchor != mid else BASE,
                      **{a: src[f"hp.{a}"] for a in axes}, "mu": mu.get(mid, np.nan), "err": 1.0 - row["test_acc"]})
@@ -483,7 +474,7 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     parts = audit_table(t, axes=axes, n_test=n_test, sign=sign, n_boot=n_boot, seed=seed, thresholds=th)
     control, reason = pd.DataFrame(), None
     try:
-        control = rescaling_control(m, zoo, _control_models(zoo, base_ids, control_models), to_scalar,
+        control = rescaling_control(m, zoo, _control_models(base_ids, control_models), to_scalar,
                                     device=device, seed=seed, form=parts["form"])
     except (GenbenchError, ValueError) as e:
         reason = str(e)

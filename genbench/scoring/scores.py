@@ -46,6 +46,15 @@ class MeasureScores:
             return self.values.get(name, float("nan"))
         raise AttributeError(name)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MeasureScores":
+        """The inverse of to_dict (as stored in a result record; JSON nulls back to NaN)."""
+        nan = float("nan")
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "predictions"}
+        kw["values"] = {k: nan if v is None else v for k, v in d.get("values", {}).items()}
+        kw["intervals"] = {k: tuple(nan if x is None else x for x in v) for k, v in d.get("intervals", {}).items()}
+        return cls(**kw)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the k-fold predictions as {model_id: value})."""
         d = {k: v for k, v in self.__dict__.items() if k != "predictions"}
