@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import GenbenchError
+from .harness.malloc import keep_freed_memory
 
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -512,6 +513,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
 
 def main() -> None:
     """Entry point: user errors become one readable line and exit status 2."""
+    keep_freed_memory()
     try:
         app()
     except GenbenchError as e:

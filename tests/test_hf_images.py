@@ -1,20 +1,16 @@
 """Loading Hugging Face image-classification datasets from local folders (save_to_disk and Hub parquet layout), offline."""
 from __future__ import annotations
 
-import os
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pytest
+import torch
 
 datasets = pytest.importorskip("datasets")
 PIL_Image = pytest.importorskip("PIL.Image")
 
-from genbench.errors import GenbenchError  # noqa: E402
-from genbench.zoo.hf_images import ImageData, load_image_classification, to_float  # noqa: E402
+from genbench.errors import GenbenchError
+from genbench.zoo.hf_images import ImageData, load_image_classification, to_float
 
 NAMES = ["cat", "dog", "frog"]
 N_TRAIN, N_TEST, SIDE = 20, 8, 8

@@ -308,6 +308,7 @@ def test_push_checks_the_zoo_and_its_card(fake_hfapi, digits_zoo, hub, tmp_path,
                                                    "private": True, "exist_ok": True})
     card = (copy / "README.md").read_text()  # a missing card is written, with the table as default config
     assert gbhub.card_has_table_config(card) and "README.md" in fake_hfapi.uploaded["genbench/digits-copy"]
+    assert 'gb.load_zoo("hf://genbench/digits-copy")' in card  # the snippet loads it from where it now lives
 
     (copy / "README.md").write_text("# my zoo\nno front matter\n")
     with pytest.raises(gb.GenbenchError, match="no YAML front matter making models.parquet the default config"):

@@ -13,7 +13,7 @@ from genbench.errors import GenbenchError
 from genbench.measures import norm, pacbayes as pb
 from genbench.measures.context import MeasureContext, TrainingSet
 from genbench.measures.registry import _MEASURES
-from genbench.measures.weights import fold_batchnorm
+from genbench.measures.weights import batchnorm_folded, fold_batchnorm
 from genbench.models.mlp import MLP
 
 W1 = [[1.0, 2.0], [0.0, 3.0]]   # ||W1||_F^2 = 14, ||W1||_2^2 = 7 + 2 sqrt(10)
@@ -79,6 +79,25 @@ def test_norms_fold_batchnorm_first():
     assert norm.param(ctx) == pytest.approx(22.25 + 7)
     assert norm.fro_prod(ctx) == pytest.approx(math.log(22.25 * 7))
     assert norm.spec_prod(ctx) == pytest.approx(math.log(spec1 * SPEC2))
+
+
+def test_batchnorm_folded_in_place_computes_the_same_function_and_puts_everything_back():
+    net = bn_net().eval()
+    x = torch.randn(7, 2)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    params = [id(p) for p in net.parameters()]
+    with batchnorm_folded(net) as folded:
+        assert folded is net
+        assert not any(isinstance(m, nn.BatchNorm1d) for m in net.modules())
+        assert torch.allclose(net(x), fold_batchnorm(net)(x))
+        inside = net(x)
+    with pytest.raises(RuntimeError):
+        with batchnorm_folded(net):
+            raise RuntimeError("a measure fails mid-way")
+    assert any(isinstance(m, nn.BatchNorm1d) for m in net.modules())
+    assert [id(p) for p in net.parameters()] == params
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+    assert torch.allclose(net(x), inside, atol=1e-6)
 
 
 def test_params_counts_every_parameter_of_the_model():

@@ -119,9 +119,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     if audit_note:
         scores["notes"] = scores.get("notes", []) + [audit_note]
     rec.update(status="ok", failure=None, scores=scores, audit=report,
-               values=_values_block(values, m, zoo, s.predictions if s.predictions is not None else
-                                    (pd.Series(values[m.name].to_numpy(float), index=values["model_id"].astype(str))
-                                     if m.kind == "scalar" else None)),
+               values=_values_block(values, m, zoo, s.predictions),
                provenance=_provenance(m, device=device, seconds=time.perf_counter() - start, command=command))
     rec["provenance"]["seed"], rec["provenance"]["n_boot"] = seed, n_boot
     rec["provenance"]["audit_zoo"] = audit_zoo  # as requested, so verify repeats the same attempt

@@ -15,7 +15,7 @@ from torch import nn
 
 from .context import MeasureContext
 from .registry import register_measure
-from .weights import weight_layers
+from .weights import batchnorm_folded, weight_layers
 
 DEMOGEN = "Jiang, Krishnan, Mobahi, Bengio 2019 (Predicting the generalization gap with margin distributions)"
 BARTLETT = "Bartlett, Foster, Telgarsky 2017 (Spectrally-normalized margin bounds)"
@@ -63,10 +63,16 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, torch.Tens
             h.remove()
 
 
+def predicted_and_other(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The predicted class and j: the highest logit when the prediction is wrong, else the second
+    highest (DEMOGEN)."""
+    top2 = logits.topk(2, dim=1).indices
+    return top2[:, 0], torch.where(top2[:, 0] == y, top2[:, 1], top2[:, 0])
+
+
 def other_class(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """j: the highest logit when the prediction is wrong, else the second highest (DEMOGEN)."""
-    top2 = logits.topk(2, dim=1).indices
-    return torch.where(top2[:, 0] == y, top2[:, 1], top2[:, 0])
+    return predicted_and_other(logits, y)[1]
 
 
 class _RunningVariation:
@@ -93,37 +99,36 @@ class _RunningVariation:
 def compute_margins(model: nn.Module, layers: list[str], batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
                     check_time=lambda: None) -> Margins:
     """One forward and one backward pass per batch give every layer's margins; the total variation is
-    accumulated on the way, so no activation is kept beyond its batch."""
+    accumulated on the way, so no activation is kept beyond its batch. BatchNorm is folded into the layer
+    before it for the duration (same function, one elementwise pass less each way)."""
     norms, out_margin, correct = [], [], []
     variation = [_RunningVariation() for _ in layers]
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:  # gradients are taken with respect to activations only
         p.requires_grad_(False)
     try:
-        for x, y in batches:
-            x = x.detach().float().requires_grad_(True)
-            with capture(model, layers) as acts:
-                logits = model(x)
-            j = other_class(logits.detach(), y)
-            fi, fj = logits.gather(1, y[:, None])[:, 0], logits.gather(1, j[:, None])[:, 0]
-            direction = nn.functional.one_hot(y, logits.shape[1]) - nn.functional.one_hot(j, logits.shape[1])
-            grads = torch.autograd.grad(logits, [acts[name] for name in layers], grad_outputs=direction.to(logits))
-            num = (fi - fj).detach()
-            norms.append(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).double().cpu())
-            for v, name in zip(variation, layers):
-                v.add(acts[name].detach())
-            out_margin.append(num.double().cpu())
-            correct.append((logits.detach().argmax(1) == y).cpu())
-            check_time()
+        with batchnorm_folded(model), capture(model, layers) as acts:
+            for x, y in batches:
+                logits = model(x.detach().float().requires_grad_(True))
+                predicted, j = predicted_and_other(logits.detach(), y)
+                direction = torch.zeros_like(logits).scatter_(1, y[:, None], 1.0).scatter_(1, j[:, None], -1.0)
+                grads = torch.autograd.grad(logits, [acts[name] for name in layers], grad_outputs=direction)
+                num = (logits.gather(1, y[:, None]) - logits.gather(1, j[:, None]))[:, 0].detach()
+                norms.append(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]))
+                for v, name in zip(variation, layers):
+                    v.add(acts[name].detach())
+                out_margin.append(num)
+                correct.append(predicted == y)
+                check_time()
     finally:
         for p in params:
             p.requires_grad_(True)
     tv = np.array([v.value() for v in variation])
-    num, norm = torch.cat(out_margin).numpy(), torch.cat(norms, 1).numpy()
+    num, norm = torch.cat(out_margin).double().cpu().numpy(), torch.cat(norms, 1).double().cpu().numpy()
     floor = FLAT * np.median(norm, axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         distance = np.where(norm > floor, num[None, :] / norm, np.nan)
-    return Margins(list(layers), distance, tv, num, torch.cat(correct).numpy())
+    return Margins(list(layers), distance, tv, num, torch.cat(correct).cpu().numpy())
 
 
 def margins(ctx: MeasureContext) -> Margins:

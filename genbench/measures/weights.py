@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -26,29 +28,59 @@ class Layer:
         return self.weight.reshape(self.weight.shape[0], -1)
 
 
+def _foldable(model: nn.Module) -> Iterator[tuple[nn.Sequential, str, str]]:
+    """(sequential, linear name, batchnorm name) for each eval-mode BatchNorm directly after a Linear/Conv."""
+    for seq in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
+        names = list(seq._modules)
+        for prev, cur in zip(names, names[1:]):
+            lin, bn = seq._modules[prev], seq._modules[cur]
+            if isinstance(lin, _LINEAR) and isinstance(bn, _BN) and bn.track_running_stats and not bn.training:
+                yield seq, prev, cur
+
+
 @torch.no_grad()
+def _folded_weights(lin: nn.Module, bn: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weight and bias of the layer computing bn(lin(x)) in eval mode."""
+    scale = (bn.weight if bn.affine else torch.ones_like(bn.running_var)) / torch.sqrt(bn.running_var + bn.eps)
+    shift = bn.bias if bn.affine else torch.zeros_like(bn.running_mean)
+    bias = lin.bias if lin.bias is not None else torch.zeros_like(bn.running_mean)
+    return lin.weight * scale.view(-1, *([1] * (lin.weight.dim() - 1))), (bias - bn.running_mean) * scale + shift
+
+
 def fold_batchnorm(model: nn.Module) -> nn.Module:
     """A copy of `model` (eval mode) where each BatchNorm that directly follows a Linear/Conv inside an
     nn.Sequential is folded into that layer and replaced by Identity; the function is unchanged.
     BatchNorms elsewhere (e.g. pre-activation ResNet blocks) are left as they are."""
     model = copy.deepcopy(model).eval()
-    for seq in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
-        names = list(seq._modules)
-        for prev, cur in zip(names, names[1:]):
-            lin, bn = seq._modules[prev], seq._modules[cur]
-            if not (isinstance(lin, _LINEAR) and isinstance(bn, _BN)) or not bn.track_running_stats:
-                continue
-            scale = (bn.weight if bn.affine else torch.ones_like(bn.running_var)) / torch.sqrt(bn.running_var + bn.eps)
-            shift = bn.bias if bn.affine else torch.zeros_like(bn.running_mean)
-            bias = lin.bias if lin.bias is not None else torch.zeros_like(bn.running_mean)
-            lin.weight.mul_(scale.view(-1, *([1] * (lin.weight.dim() - 1))))
-            new_bias = (bias - bn.running_mean) * scale + shift
-            if lin.bias is None:
-                lin.bias = nn.Parameter(new_bias)
-            else:
-                lin.bias.copy_(new_bias)
-            seq._modules[cur] = nn.Identity()
+    for seq, prev, cur in list(_foldable(model)):
+        lin = seq._modules[prev]
+        weight, bias = _folded_weights(lin, seq._modules[cur])
+        lin.weight, lin.bias = nn.Parameter(weight), nn.Parameter(bias)
+        seq._modules[cur] = nn.Identity()
     return model
+
+
+@contextmanager
+def batchnorm_folded(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` itself (eval mode) with its BatchNorms folded as in `fold_batchnorm` until the block exits.
+
+    No copy: the folded weights are swapped in and the originals put back on exit (a deepcopy costs more
+    than the BatchNorm passes it saves when a model is used once). Module names are unchanged; a folded
+    BatchNorm's name now holds an Identity whose output equals the BatchNorm's."""
+    saved = []
+    try:
+        for seq, prev, cur in list(_foldable(model)):
+            lin, bn = seq._modules[prev], seq._modules[cur]
+            saved.append((seq, prev, cur, lin.weight, lin.bias, bn))
+            weight, bias = _folded_weights(lin, bn)
+            lin._parameters["weight"], lin._parameters["bias"] = weight, bias
+            seq._modules[cur] = nn.Identity()
+        yield model
+    finally:
+        for seq, prev, cur, weight, bias, bn in reversed(saved):
+            lin = seq._modules[prev]
+            lin._parameters["weight"], lin._parameters["bias"] = weight, bias
+            seq._modules[cur] = bn
 
 
 def weight_layers(model: nn.Module, *, fold: bool = True) -> list[Layer]:

@@ -19,8 +19,9 @@ def summary(zoo: "Zoo") -> dict[str, float | int]:
     return out
 
 
-def dataset_card(zoo: "Zoo") -> str:
-    """README.md for the zoo folder; the front matter lists models.parquet as the default config."""
+def dataset_card(zoo: "Zoo", repo_id: str | None = None) -> str:
+    """README.md for the zoo folder; the front matter lists models.parquet as the default config.
+    With `repo_id` (the Hub repo it is pushed to) the code snippet loads it from there."""
     s = summary(zoo)
     axes = "\n".join(f"| `{k}` | {', '.join(map(str, v))} |" for k, v in zoo.hparams.items())
     m = zoo.manifest
@@ -53,7 +54,7 @@ the exact training data of each model, and its measured train and test accuracy.
 
 ```python
 import genbench as gb
-zoo = gb.load_zoo("{zoo.name}")
+zoo = gb.load_zoo("{zoo.name if repo_id is None else 'hf://' + repo_id}")
 model = zoo.load_model(zoo.model_ids[0])          # eval mode, checkpoint verified
 x, y = zoo.train_data(zoo.model_ids[0])           # exactly what it was trained on
 ```

@@ -161,52 +161,89 @@ def _met(stop: dict[str, Any], acc: float, loss: float) -> bool:
 class _StackedOptimizer:
     """SGD with momentum or Adam over stacked weights, with a learning rate and weight decay per model.
 
-    The update is torch.optim.SGD's / torch.optim.Adam's (L2 decay added to the gradient), applied
-    slice by slice, so a stacked model follows the same trajectory as its one-model twin."""
+    All parameters live in one flat (models, numbers) buffer, so a step is a handful of whole-buffer ops
+    rather than a handful per parameter tensor. The update is torch.optim.SGD's / torch.optim.Adam's
+    (L2 decay added to the gradient), element by element, so a stacked model follows the same trajectory
+    as its one-model twin."""
 
-    def __init__(self, params: list[torch.Tensor], specs: list[ModelSpec]):
-        dev = params[0].device
-        col = lambda key: torch.tensor([float(s.train[key]) for s in specs], device=dev)  # noqa: E731
+    def __init__(self, flat: torch.Tensor, specs: list[ModelSpec]):
+        col = lambda key: torch.tensor([[float(s.train[key])] for s in specs], device=flat.device)  # noqa: E731
         self.kind = specs[0].train["optimizer"]
-        self.params, self.lr, self.wd, self.mom = params, col("lr"), col("weight_decay"), col("momentum")
-        self.state = [None] * len(params)
+        self.flat, self.lr, self.wd, self.mom = flat, col("lr"), col("weight_decay"), col("momentum")
+        self.decay = bool((self.wd != 0).any())
+        self.state: tuple[torch.Tensor, ...] | None = None
         self.t = 0
 
-    def keep(self, pos: torch.Tensor, params: list[torch.Tensor]) -> None:
+    def keep(self, pos: torch.Tensor, flat: torch.Tensor) -> None:
         """Keep only the models at stack positions `pos` (the others have finished)."""
-        self.params = params
-        self.lr, self.wd, self.mom = self.lr[pos], self.wd[pos], self.mom[pos]
-        self.state = [None if s is None else (tuple(x[pos] for x in s) if isinstance(s, tuple) else s[pos])
-                      for s in self.state]
-
-    @staticmethod
-    def _b(v: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        return v.view(-1, *([1] * (p.dim() - 1)))
+        self.flat, self.lr, self.wd, self.mom = flat, self.lr[pos], self.wd[pos], self.mom[pos]
+        self.state = None if self.state is None else tuple(x[pos] for x in self.state)
 
     @torch.no_grad()
     def step(self, grads: tuple[torch.Tensor, ...], factor: float) -> None:
         self.t += 1
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            g = g + self._b(self.wd, p) * p
-            lr = self._b(self.lr, p) * factor
-            if self.kind == "sgd":
-                buf = self.state[i]
-                buf = g.clone() if buf is None else buf.mul_(self._b(self.mom, p)).add_(g)
-                self.state[i] = buf
-                p.sub_(lr * buf)
-            else:
-                b1, b2, eps = 0.9, 0.999, 1e-8
-                if self.state[i] is None:
-                    self.state[i] = (torch.zeros_like(p), torch.zeros_like(p))
-                m, v = self.state[i]
-                m.lerp_(g, 1 - b1)
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                denom = (v.sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)
-                p.sub_(lr / (1 - b1 ** self.t) * m / denom)
+        p = self.flat
+        g = torch.cat([x.flatten(1) for x in grads], 1)
+        if self.decay:
+            g.add_(self.wd * p)
+        lr = self.lr * factor
+        if self.kind == "sgd":
+            buf = g if self.state is None else _flush(self.state[0].mul_(self.mom).add_(g))
+            self.state = (buf,)
+            p.sub_(lr * buf)
+        else:
+            b1, b2, eps = 0.9, 0.999, 1e-8
+            if self.state is None:
+                self.state = (torch.zeros_like(p), torch.zeros_like(p))
+            m, v = self.state
+            m, v = _flush(m.lerp_(g, 1 - b1)), _flush(v.mul_(b2).addcmul_(g, g, value=1 - b2))
+            self.state = (m, v)
+            denom = (v.sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)
+            p.sub_(lr / (1 - b1 ** self.t) * m / denom)
+
+
+def _flush(x: torch.Tensor) -> torch.Tensor:
+    """`x` with subnormal entries set to 0.
+
+    The momentum of a dead unit (gradient exactly 0) decays geometrically through subnormal floats, whose
+    arithmetic is ~15x slower on CPU; torch.set_flush_denormal would only cover the calling thread, not the
+    intra-op worker threads, and would make results depend on how work is split between threads."""
+    return F.hardshrink(x, torch.finfo(x.dtype).tiny)
+
+
+def _views(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch.Tensor]:
+    """Leaf tensors that share `flat`'s storage, one per parameter (updating `flat` updates them)."""
+    out, a = {}, 0
+    for k, shape in shapes.items():
+        n = shape.numel()
+        out[k] = flat[:, a:a + n].view(len(flat), *shape).requires_grad_()
+        a += n
+    return out
+
+
+def _dropout_codes(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-model int16 thresholds and rescaling for dropout masks drawn as 16-bit random codes.
+
+    A code in [-32768, 32767] keeps its unit when it is <= the threshold, so the keep probability is
+    quantised to 1/65536 (0.8 -> 0.8000031) and the survivors are scaled by the inverse of that probability."""
+    kept = torch.round(keep * 65536).clamp(1, 65536)
+    return (kept - 32769).to(torch.int16), 65536 / kept
+
+
+def _dropout_mask(h: torch.Tensor, codes: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Scaled dropout mask for stacked activations `h` (models, batch, units), each model with its own rate.
+
+    Four codes per 64-bit draw of the generator: mask generation dominated stacked training on CPU when
+    each unit drew its own float."""
+    n = h.numel()
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=h.device).random_(-2 ** 63, None)
+    thr, scale = codes
+    return (bits.view(torch.int16)[:n].view_as(h) <= thr) * scale
 
 
 def _mlp_forward(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor, *,
-                 depth: int, batchnorm: bool, keep: torch.Tensor | None, train: bool) -> torch.Tensor:
+                 depth: int, batchnorm: bool, dropout: tuple[torch.Tensor, torch.Tensor] | None,
+                 train: bool) -> torch.Tensor:
     """Stacked MLP forward: one baddbmm per layer, batchnorm for all models in one native call."""
     h = x.flatten(2)
     for i in range(depth):
@@ -221,8 +258,8 @@ def _mlp_forward(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tenso
                 buffers[pre + "bn.num_batches_tracked"].add_(1)
             h = flat.reshape(b, m, c).transpose(0, 1)
         h = torch.relu(h)
-        if train and keep is not None:
-            h = h * (torch.rand_like(h) < keep) / keep
+        if train and dropout is not None:
+            h = h * _dropout_mask(h, dropout)
     return torch.baddbmm(params["head.bias"].unsqueeze(1), h, params["head.weight"].transpose(1, 2))
 
 
@@ -230,10 +267,10 @@ def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> C
     """forward(params, buffers, x (M, B, ...), train) -> logits (M, B, classes) for one group."""
     if specs[0].family == "mlp":
         rates = torch.tensor([float(s.arch.get("dropout", 0.0)) for s in specs], device=device)
-        keep = (1 - rates).view(-1, 1, 1) if bool((rates > 0).any()) else None
+        codes = _dropout_codes((1 - rates).view(-1, 1, 1)) if bool((rates > 0).any()) else None
         cfg = model.config
         return lambda p, b, x, train: _mlp_forward(p, b, x, depth=cfg["depth"], batchnorm=cfg["batchnorm"],
-                                                   keep=keep, train=train)
+                                                   dropout=codes, train=train)
     base = copy.deepcopy(model).to("meta")
 
     def forward(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor, train: bool) -> torch.Tensor:
@@ -247,28 +284,19 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 on_epoch: Callable[[int], None] | None = None) -> list[Trained]:
     """Train models that share a `group_key` together as one stacked model; a model that meets the
     stopping rule is taken out of the stack (it stops costing time)."""
-    # Gradients of dead units are exactly 0, so their momentum decays through denormal floats, which make
-    # CPU arithmetic ~15x slower (seen as the optimizer step dominating a profile); flush them to zero.
-    torch.set_flush_denormal(True)
-    try:
-        return _train_group(specs, pool, device, on_epoch)
-    finally:
-        torch.set_flush_denormal(False)
-
-
-def _train_group(specs: list[ModelSpec], pool: Pool, device: str,
-                 on_epoch: Callable[[int], None] | None) -> list[Trained]:
     start = time.perf_counter()
     t = specs[0].train
     models = [init_model(s, pool) for s in specs]
     init_states = [{k: v.clone() for k, v in m.state_dict().items()} for m in models]
     names = [k for k, _ in models[0].named_parameters()]
     bnames = [k for k, _ in models[0].named_buffers()]
-    params = {k: torch.stack([m.state_dict()[k] for m in models]).to(device).requires_grad_() for k in names}
+    shapes = {k: p.shape for k, p in models[0].named_parameters()}
+    flat = torch.stack([torch.cat([m.state_dict()[k].flatten() for k in names]) for m in models]).to(device)
+    params = _views(flat, shapes)
     buffers = {k: torch.stack([m.state_dict()[k] for m in models]).to(device) for k in bnames}
     plist = [params[k] for k in names]
     forward = _stacked_forward(specs, models[0], device)
-    opt = _StackedOptimizer(plist, specs)
+    opt = _StackedOptimizer(flat, specs)
     streams = [_Batches(s, pool) for s in specs]
     idx = torch.stack([d.idx for d in streams])
     labels = torch.stack([d.labels for d in streams]).to(device)
@@ -305,10 +333,11 @@ def _train_group(specs: list[ModelSpec], pool: Pool, device: str,
                 if len(keep) < len(alive):
                     alive = [alive[slot] for slot in keep]
                     pos = torch.tensor(keep, device=device)
-                    params = {k: v.detach()[pos].requires_grad_() for k, v in params.items()}
+                    flat = flat[pos]
+                    params = _views(flat, shapes)
                     buffers = {k: v[pos] for k, v in buffers.items()}
                     plist = [params[k] for k in names]
-                    opt.keep(pos, plist)
+                    opt.keep(pos, flat)
                     streams = [streams[slot] for slot in keep]
                     idx, labels = idx[pos.cpu()], labels[pos]
                     augmenting = [slot for slot, i in enumerate(alive) if specs[i].train["augment"]]
