@@ -7,12 +7,14 @@ from typing import Optional
 
 import typer
 import yaml
+from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from .errors import GenbenchError
 from .harness.malloc import keep_freed_memory
 
+WIDE_TABLE = 160  # terminal columns from which the leaderboard shows every column
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 zoo_app = typer.Typer(help="Build, inspect and verify model zoos.", no_args_is_help=True)
@@ -183,16 +185,29 @@ def leaderboard_cmd(ctx: typer.Context,
                 "fragility"]
         sys.stdout.write(table[cols].to_markdown(index=False, floatfmt=".3f") + "\n")
     else:
+        wide = console.width >= WIDE_TABLE
         for z, part in table.groupby("zoo", sort=True):
-            t = Table("rank", "group", "entry", "kind", "adj R2 [95%]", "k-fold R2 [95%]", "tau", "Psi", "CMI",
-                      "sign-err worst", "fragility", "citation", title=f"{z}: ranked by {sort}")
+            if wide:
+                t = Table("rank", "group", "entry", "kind", "adj R2 [95%]", "k-fold R2 [95%]", "tau", "Psi", "CMI",
+                          "sign-err worst", "fragility", "citation", title=f"{z}: ranked by {sort}")
+            else:
+                cols = ["rank", "grp", "entry", f"{sort} [95%]"] + (["tau"] if sort != "tau" else [])
+                t = Table(*(Column(c, no_wrap=True) for c in cols), "fragile (audit)", box=box.SIMPLE_HEAD,
+                          pad_edge=False, title=f"{z}: ranked by {sort}", caption=f"a terminal narrower than "
+                          f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
             for _, r in part.iterrows():
                 rank = "-" if r["rank"] != r["rank"] or r["rank"] is None else str(int(r["rank"]))
                 group = "-" if r["group"] != r["group"] or r["group"] is None else str(int(r["group"]))
-                t.add_row(rank, group, r["entry"], str(r["kind"] or ""), _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
-                          _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]), _fmt(r["tau"]), _fmt(r["psi"]),
-                          _fmt(r["cmi"]), _fmt(r["sign_error_worst"]),
-                          r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}", r["citation"][:40])
+                fragility = r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}"
+                if wide:
+                    t.add_row(rank, group, r["entry"], str(r["kind"] or ""),
+                              _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
+                              _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]), _fmt(r["tau"]), _fmt(r["psi"]),
+                              _fmt(r["cmi"]), _fmt(r["sign_error_worst"]), fragility, r["citation"][:40])
+                else:
+                    lo, hi = (float(r.get(f"{sort}_{end}", float("nan")) or float("nan")) for end in ("lo", "hi"))
+                    t.add_row(rank, group, r["entry"], _fmt(r[sort], lo, hi), *([_fmt(r["tau"])] if sort != "tau" else []),
+                              fragility.replace("fragile-", "") if r["status"] == "ok" else fragility)
             console.print(t)
         agg = aggregate_table(records, sort)
         if table["zoo"].nunique() > 1 and not agg.empty:
@@ -360,7 +375,7 @@ def _values_for(zoo, names: list[str], path: Optional[Path]):
     wanted = [m.name for m in resolve_measures(names)] if names else None
     df = load_values(path) if path.is_file() else None
     have = set(df.attrs.get("measures", {})) if df is not None else set()
-    if df is not None and df.attrs.get("table_sha256") != zoo.manifest["files"].get("models.parquet"):
+    if df is not None and df.attrs.get("table_sha256") != zoo.table_sha256:
         df, have = None, set()
     if wanted is None and df is None:
         raise GenbenchError(f"no values for zoo {zoo.name!r} yet: name the measures to score, or run "

@@ -29,7 +29,7 @@ def test_a_record_holds_scores_values_and_provenance_as_strict_json(records_dir,
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     rec = read_record(path)
     assert rec["status"] == "ok" and rec["builtin"] and rec["kind"] == "scalar"
-    assert rec["zoo"]["table_sha256"] == digits_zoo.manifest["files"]["models.parquet"]
+    assert rec["zoo"]["table_sha256"] == digits_zoo.table_sha256
     assert len(rec["values"]["model_id"]) == len(digits_zoo) == len(rec["values"]["value"])
     assert rec["values"]["gap"] == pytest.approx(
         digits_zoo.table.set_index("model_id").loc[rec["values"]["model_id"], "gap"].tolist())
@@ -76,6 +76,21 @@ def test_leaderboard_command_formats_agree_with_the_table(records_dir):
     assert md.output.startswith("| zoo") and "norm.fro_prod" in md.output
     bad = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--sort", "kfold"])
     assert bad.exit_code != 0 and "kfold_r2" in str(bad.exception or bad.output)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_terminal_table_keeps_names_and_intervals_whole_at_any_width(records_dir, monkeypatch, width):
+    import genbench.cli as cli
+
+    monkeypatch.setattr(cli.console, "width", width)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(records_dir)])
+    assert out.exit_code == 0, out.output
+    assert max(len(line) for line in out.output.splitlines()) <= width
+    row = next(line for line in out.output.splitlines() if "norm.fro_prod " in line)
+    rec = next(r for _, r in leaderboard_table(load_records(records_dir)).iterrows() if r["entry"] == "norm.fro_prod")
+    assert f"{rec['kfold_r2']:.2f} [{rec['kfold_r2_lo']:.2f}, {rec['kfold_r2_hi']:.2f}]" in row
+    assert ("citation" in out.output) == (width >= cli.WIDE_TABLE)
+    assert ("--format markdown" in out.output) == (width < cli.WIDE_TABLE)
 
 
 def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(records_dir, tmp_path):

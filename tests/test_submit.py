@@ -123,7 +123,7 @@ def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_pa
         assert key in prov
     assert prov["command"].startswith("genbench submit ") and prov["command"].endswith("--zoo digits-mlp")
     assert len(prov["measure_source_hash"]) == 64
-    assert rec["zoo"]["table_sha256"] == digits_zoo.manifest["files"]["models.parquet"]
+    assert rec["zoo"]["table_sha256"] == digits_zoo.table_sha256
     assert rec["submission"]["entry"] == "template.logit_margin" and rec["submission"]["licence"] == "Apache-2.0"
 
 

@@ -134,6 +134,10 @@ def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, m
     assert (a["checkpoint_sha256"] == b["checkpoint_sha256"]).all()
     assert (a["init_sha256"] == b["init_sha256"]).all()
     assert (a["train_acc"] == b["train_acc"]).all()
+    assert clean.table_sha256 == resumed.table_sha256  # the same zoo, though each build timed itself
+    changed = gb.load_zoo(tmp_path / "resumed")
+    changed.table.loc[0, "train_acc"] += 0.01
+    assert changed.table_sha256 != resumed.table_sha256
 
 
 def test_build_refuses_a_folder_of_another_recipe(digits_zoo, home):

@@ -204,7 +204,7 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
         for name in fresh:
             seconds[name] += entries[name]["seconds"]
     df = assemble(ms, ids, results)
-    df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.manifest["files"].get("models.parquet"),
+    df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.table_sha256,
                     zoo_repo=zoo.repo_id, zoo_revision=zoo.revision, executor=executor,
                     device=device, seed=seed, seconds=dict(seconds),
                     measures={m.name: {"kind": m.kind, "version": m.version, "source_hash": m.source_hash,

@@ -36,7 +36,7 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
 
 
 def _zoo_info(zoo: Zoo) -> dict[str, Any]:
-    return {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.manifest.get("files", {}).get("models.parquet"),
+    return {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.table_sha256,
             "revision": getattr(zoo, "revision", None)}
 
 

@@ -270,7 +270,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def _matches(rec: dict[str, Any], sub: Submission, zoo: Any) -> bool:
     """Whether a record from the worker is the one asked for: this entry, this zoo, this zoo's table."""
     z = rec.get("zoo") if isinstance(rec.get("zoo"), dict) else {}
-    table = zoo.manifest.get("files", {}).get("models.parquet")
+    table = zoo.table_sha256
     return (rec.get("name") == sub.name and rec.get("measure") == sub.entry and rec.get("status") in ("ok", "failed")
             and z.get("name") == zoo.name and z.get("table_sha256") == table)
 

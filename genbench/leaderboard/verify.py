@@ -74,7 +74,7 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         v.problems.append(f"the source of {m.name} changed: recorded hash {prov['measure_source_hash'][:12]}..., "
                           f"now {m.source_hash[:12]}...")
     zoo = load_zoo(rec["zoo"]["name"], **({"revision": rec["zoo"]["revision"]} if rec["zoo"].get("revision") else {}))
-    table_hash = zoo.manifest.get("files", {}).get("models.parquet")
+    table_hash = zoo.table_sha256
     if rec["zoo"].get("table_sha256") and rec["zoo"]["table_sha256"] != table_hash:
         v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec['zoo']['table_sha256'][:12]}..., "
                           f"now {str(table_hash)[:12]}... (rebuild or download the recorded zoo version)")

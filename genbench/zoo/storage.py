@@ -2,6 +2,7 @@
 object that reads it: the table, models at their final or initial weights, and their exact data."""
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,7 @@ MANIFEST = "zoo.json"
 TABLE = "models.parquet"
 DATASET = "dataset.safetensors"
 FORMAT_VERSION = 1
+TIMING_COLUMNS = ("train_seconds",)  # differ between otherwise identical builds
 
 
 def save_checkpoint(path: Path, state: dict[str, torch.Tensor], metadata: dict[str, Any]) -> str:
@@ -100,6 +102,16 @@ class Zoo:
     @property
     def model_ids(self) -> list[str]:
         return list(self.table["model_id"])
+
+    @cached_property
+    def table_sha256(self) -> str:
+        """sha256 of the table's content without its timing column: what records and value tables cite,
+        so that a rebuild reproducing every checkpoint and metric is recognised as the same zoo (the
+        models.parquet file hash also covers the seconds each model took to train)."""
+        t = self.table.drop(columns=[c for c in TIMING_COLUMNS if c in self.table]).sort_values("model_id")
+        rows = t.astype(object).where(t.notna(), None).to_dict("records")
+        text = json.dumps(rows, sort_keys=True, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def __len__(self) -> int:
         return len(self.table)
