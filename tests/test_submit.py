@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import textwrap
 from pathlib import Path
 
@@ -87,6 +88,76 @@ def test_unparsable_yaml_and_missing_files_are_refused(tmp_path):
         load_submission(folder)
     with pytest.raises(GenbenchError, match="does not exist"):
         load_submission(tmp_path / "nowhere")
+    (folder / "measure.py").write_text("")
+    (folder / "submission.yaml").write_text("# nothing yet\n")
+    with pytest.raises(GenbenchError, match="submission.yaml is empty; copy submissions/_template"):
+        load_submission(folder)
+    with pytest.raises(GenbenchError, match="is a file; pass the submission's folder"):
+        load_submission(folder / "measure.py")
+
+
+def test_events_glued_to_output_without_a_newline_are_still_read():
+    import io
+
+    child = submission_mod._Child()
+    seen = []
+    stream = io.BytesIO(b'progress 50%\r@@genbench {"call": "start"}\n'
+                        b'no newline@@genbench {"stage": "scoring", "zoo": "z"}\n'
+                        b'@@genbench {"call": "end"}\nplain\n')
+    submission_mod._pump(stream, child, lambda text, kind: seen.append((kind, text)))
+    assert child.call_started is None and child.stage == "scoring on z"  # the end of the call was not lost
+    assert list(child.tail) == ["progress 50%\r", "no newline", "plain"]
+    assert ("stage", "[z] scoring") in seen
+
+
+def test_processes_the_measure_starts_do_not_outlive_the_submission(tmp_path, digits_zoo):
+    pid_file = tmp_path / "grandchild.pid"
+    folder = make_submission(tmp_path, "spawner", f"""
+        import subprocess
+        child = subprocess.Popen(["sleep", "120"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+
+        @gb.register_measure("sub.spawner")
+        def spawner(ctx):
+            return float(sum(p.detach().abs().sum() for p in ctx.model.parameters()))
+        """, entry="sub.spawner")
+    rec = run_one(folder, tmp_path / "r")
+    assert rec["status"] == "ok", rec["failure"]
+    pid = int(pid_file.read_text())
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z")  # killed (a zombie until its new parent reaps it)
+
+
+def test_reading_test_data_at_import_is_caught(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "early_peek", """
+        zoo = gb.load_zoo("digits-mlp")
+        try:
+            zoo.test_data(zoo.model_ids[0])
+        except PermissionError:
+            pass
+
+        @gb.register_measure("sub.early_peek")
+        def early_peek(ctx):
+            return 1.0
+        """, entry="sub.early_peek")
+    rec = run_one(folder, tmp_path / "r")
+    assert rec["status"] == "failed" and "read test data at import: Zoo.test_data" in rec["failure"]
+
+
+def test_settings_that_cannot_work_are_refused_before_the_worker_starts(tmp_path, digits_zoo):
+    folder = make_submission(tmp_path, "fine", """
+        @gb.register_measure("sub.fine")
+        def fine(ctx):
+            return 1.0
+        """, entry="sub.fine")
+    for kw, message in (({"budget_s": 0}, "per-model budget must be a positive"),
+                        ({"n_boot": 0}, "bootstrap resamples must be at least 1")):
+        with pytest.raises(GenbenchError, match=message):
+            submit(folder, ["digits-mlp"], results_root=tmp_path / "r", **{**FAST, **kw})
+    assert not (tmp_path / "r").exists()  # nothing recorded against the submission
 
 
 def test_unknown_zoo_and_builtin_entry_are_refused_before_anything_runs(tmp_path, digits_zoo):
@@ -200,6 +271,7 @@ def test_hang_outside_the_measure_hits_the_overall_timeout(tmp_path, digits_zoo)
     assert rec["failure"].startswith("timed out: the submission ran past its wall-clock limit of 4 s")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory cap is Linux-only (documented)")
 def test_over_memory_gives_a_failure_record(tmp_path, digits_zoo):
     folder = make_submission(tmp_path, "hog", """
         import numpy as np

@@ -30,6 +30,7 @@ MEASURE_FILE = "measure.py"
 DEFAULT_ZOOS = ("mnist1d-demogen",)
 REQUIRED = ("title", "authors", "contact", "paper_url", "licence", "entry")
 OPTIONAL = ("zoos",)
+LINE_LIMIT = 1 << 16  # bytes of worker output read as one line at most
 EVENT = "@@genbench "  # prefix of the worker's progress lines on its stdout
 HANG_GRACE_S = 10.0  # a single measure call may run budget_s + max(HANG_GRACE_S, budget_s) before it counts as hung
 CHECK_MODELS = 2
@@ -93,6 +94,8 @@ def load_submission(path: str | Path) -> Submission:
     p = Path(path)
     folder = p.parent if p.name == SUBMISSION_FILE else p
     file = folder / SUBMISSION_FILE
+    if p.is_file() and p.name != SUBMISSION_FILE:
+        raise GenbenchError(f"{p} is a file; pass the submission's folder ({p.parent})")
     if not folder.is_dir():
         raise GenbenchError(f"submission folder {folder} does not exist; copy submissions/_template to start one")
     if not _NAME.match(folder.resolve().name):
@@ -113,6 +116,9 @@ def load_submission(path: str | Path) -> Submission:
         raise GenbenchError(f"{file}: not valid YAML{at}: {problem}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise GenbenchError(f"{file}: cannot be read: {e}") from None
+    if data is None:
+        raise GenbenchError(f"{file} is empty; copy submissions/_template/{SUBMISSION_FILE} and fill in "
+                            f"{', '.join(REQUIRED)}")
     if not isinstance(data, dict):
         raise GenbenchError(f"{file}: expected a mapping of fields ({', '.join(REQUIRED)}), "
                             f"found {type(data).__name__} {data!r}")
@@ -179,9 +185,14 @@ def _pump(stream: Any, child: _Child, echo: Callable[[str, str], None]) -> None:
         except Exception:  # a broken console must not stop the reading, or the worker would block on a full pipe
             pass
 
-    for raw in iter(stream.readline, b""):
+    for raw in iter(lambda: stream.readline(LINE_LIMIT), b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
-        if line.startswith(EVENT):
+        k = line.find(EVENT)
+        if k > 0:  # output without a newline (a progress bar's \r, print(end="")) glued to an event
+            child.tail.append(line[:k])
+            show(line[:k], "output")
+            line = line[k:]
+        if k >= 0:
             try:
                 ev = json.loads(line[len(EVENT):])
             except json.JSONDecodeError:
@@ -210,12 +221,32 @@ def _rss_bytes(pid: int) -> int | None:
         return None
 
 
+def _group_rss_bytes(pgid: int) -> int | None:
+    """Resident memory of every process in process group `pgid` (the worker and whatever it started)."""
+    total, seen = 0, False
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[2]) != pgid:  # fields after the name: state, ppid, pgrp, ...
+                continue
+        except (OSError, ValueError, IndexError):
+            continue
+        rss = _rss_bytes(int(entry.name))
+        if rss is not None:
+            total, seen = total + rss, True
+    return total if seen else None
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the worker and everything it started (its own process group)."""
+    """Kill the worker and everything it started (its own process group), also after the worker exited."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _crash_reason(code: int, child: _Child, memory_gb: float) -> str:
@@ -239,17 +270,18 @@ def _watch(proc: subprocess.Popen, child: _Child, *, start: float, timeout_s: fl
            budget_s: float | None, memory_gb: float, entry: str) -> str | None:
     """Wait for the worker; kill its process group on a timeout, a hung measure call or too much memory,
     and return why (None when it ended by itself)."""
-    cap = memory_gb * 2**30
+    cap, polls = memory_gb * 2**30, 0
     while proc.poll() is None:
         time.sleep(0.05)
-        now, killed = time.monotonic(), None
+        now, killed, polls = time.monotonic(), None, polls + 1
         if now - start > timeout_s:
             killed = (f"timed out: the submission ran past its wall-clock limit of {timeout_s:g} s while "
                       f"{child.stage}; the worker was killed")
         elif hang_s is not None and child.call_started is not None and now - child.call_started > hang_s:
             killed = (f"hung: one call of {entry} ran for more than {hang_s:g} s (its per-model budget is "
                       f"{budget_s:g} s) while {child.stage}; the worker was killed")
-        elif (rss := _rss_bytes(proc.pid)) is not None and rss > cap:
+        elif (rss := (_group_rss_bytes(proc.pid) if polls % 5 == 0 else _rss_bytes(proc.pid))) is not None \
+                and rss > cap:
             killed = (f"exceeded the memory cap of {memory_gb:g} GB (resident {rss / 2**30:.2f} GB) while "
                       f"{child.stage}; the worker was killed")
         if killed:
@@ -307,6 +339,12 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
                             "(built-in or installed) measure; give the submitted measure a name of its own")
     if memory_gb is None or not memory_gb > 0:
         raise GenbenchError(f"the memory cap must be a positive number of GB, got {memory_gb!r}")
+    if budget_s is not None and not budget_s > 0:
+        raise GenbenchError(f"the per-model budget must be a positive number of seconds, got {budget_s!r}")
+    if not n_boot >= 1:
+        raise GenbenchError(f"the number of bootstrap resamples must be at least 1, got {n_boot!r}")
+    from ..device import resolve_device
+    device = resolve_device(device)  # a missing GPU is refused here, not recorded as the submission's failure
     if timeout_s is None:
         timeout_s = _default_timeout(loaded, audit_zoo, budget_s)
     hang_s = None if budget_s is None else budget_s + max(HANG_GRACE_S, budget_s)
@@ -334,9 +372,8 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
         try:
             killed = _watch(proc, child, start=start, timeout_s=timeout_s, hang_s=hang_s, budget_s=budget_s,
                             memory_gb=memory_gb, entry=sub.entry)
-        finally:  # Ctrl-C or any error here must not leave the worker running on its own
-            if proc.poll() is None:
-                _kill_group(proc)
+        finally:  # Ctrl-C or any error here must not leave the worker, or anything it started, running
+            _kill_group(proc)
             proc.wait()
             pump.join(timeout=5)
         seconds = time.monotonic() - start

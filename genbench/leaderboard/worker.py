@@ -41,10 +41,10 @@ def cap_memory(limit_bytes: int) -> None:
     import torch
     torch.ones(256, 256) @ torch.ones(256, 256)  # start torch's thread pool (and its malloc arenas) first
     limit = address_space() + limit_bytes
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))  # hard limit too: the measure cannot lift it
 
 
 class GuardTestData:
@@ -163,11 +163,20 @@ def run(job: dict[str, Any]) -> int:
     builtins = set(list_measures())
     measure_path = folder / "measure.py"
     emit(stage="importing measure.py")
+    guard.active += 1  # code run at import is the submission's too
     try:
         import_measure_file(measure_path)
     except BaseException as e:  # SystemExit and KeyboardInterrupt at import are failures of the submission too
+        if guard.reads:
+            return fail_all(f"read test data at import: {', '.join(sorted(set(guard.reads)))}; measures may "
+                            "only see the training data")
         msg = memory_note(f"{type(e).__name__}: {e}", limit)
         return fail_all(f"measure.py raised at import{_where(e, measure_path)}: {msg}")
+    finally:
+        guard.active -= 1
+    if guard.reads:
+        return fail_all(f"read test data at import: {', '.join(sorted(set(guard.reads)))}; measures may only "
+                        "see the training data")
     registered = sorted(n for n in list_measures() if n not in builtins)
     if entry not in registered:
         return fail_all(f"measure.py does not register {entry!r} (the entry named in submission.yaml); "
@@ -198,7 +207,8 @@ def run(job: dict[str, Any]) -> int:
         reads_before = len(guard.reads)
         try:
             rec = run_entry(entry, z, name=name, submission=fields, audit_zoo=job["audit_zoo"], device=device,
-                            budget_s=job["budget_s"], n_boot=int(job["n_boot"]), command=job["commands"][i])
+                            budget_s=job["budget_s"], n_boot=int(job["n_boot"]), command=job["commands"][i],
+                            cache=False)  # every value computed here, under the guard and the cap
         except Exception as e:
             rec = failure_record(name, entry, z, memory_note(f"scoring failed: {type(e).__name__}: {e}", limit),
                                  submission=fields, command=job["commands"][i], device=device,
