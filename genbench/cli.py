@@ -192,7 +192,7 @@ def leaderboard_cmd(ctx: typer.Context,
                           "sign-err worst", "fragility", "citation", title=f"{z}: ranked by {sort}")
             else:
                 cols = ["rank", "grp", "entry", f"{sort} [95%]"] + (["tau"] if sort != "tau" else [])
-                t = Table(*(Column(c, no_wrap=True) for c in cols), "fragile (audit)", box=box.SIMPLE_HEAD,
+                t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
                           pad_edge=False, title=f"{z}: ranked by {sort}", caption=f"a terminal narrower than "
                           f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
             for _, r in part.iterrows():

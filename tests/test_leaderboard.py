@@ -46,6 +46,31 @@ def _rec(name, zoo, kf, lo, hi, status="ok"):
             "scores": {"values": {"kfold_r2": kf}, "intervals": {"kfold_r2": [lo, hi]}}}
 
 
+@pytest.mark.parametrize("failing, status", [(1, "ok"), (6, "failed")])
+def test_an_entry_failing_on_more_than_5_percent_of_models_gets_a_failure_record(digits_zoo, failing, status):
+    import genbench as gb
+    from genbench.measures import registry
+
+    def weight_sum(model):
+        return round(float(sum(p.detach().abs().sum() for p in model.parameters())), 4)
+
+    bad = {weight_sum(digits_zoo.load_model(mid)) for mid in digits_zoo.model_ids[:failing]}
+    name = f"test.partly_nan_{failing}"
+
+    @gb.register_measure(name, citation="test")
+    def partly_nan(ctx):
+        w = weight_sum(ctx.model)
+        return float("nan") if w in bad else w
+
+    try:
+        rec = run_entry(name, digits_zoo, audit_zoo=None, n_boot=20, cache=False)
+    finally:
+        registry.unregister_measure(name)
+    assert rec["status"] == status  # 1 of 24 models is within the 5% allowed, 6 of 24 is not
+    if status == "failed":
+        assert f"failed on {failing} of {len(digits_zoo)} models" in rec["failure"]
+
+
 def test_rank_groups_follow_overlapping_intervals_and_failures_come_last():
     recs = [_rec("a", "z", 0.9, 0.85, 0.95), _rec("b", "z", 0.8, 0.7, 0.86), _rec("c", "z", 0.6, 0.5, 0.84),
             _rec("d", "z", 0.4, 0.3, 0.45), _rec("e", "z", None, None, None, status="failed")]
