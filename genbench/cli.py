@@ -205,7 +205,7 @@ def leaderboard_cmd(ctx: typer.Context,
                               _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]), _fmt(r["tau"]), _fmt(r["psi"]),
                               _fmt(r["cmi"]), _fmt(r["sign_error_worst"]), fragility, r["citation"][:40])
                 else:
-                    lo, hi = (float(r.get(f"{sort}_{end}", float("nan")) or float("nan")) for end in ("lo", "hi"))
+                    lo, hi = (r.get(f"{sort}_{end}", float("nan")) for end in ("lo", "hi"))
                     t.add_row(rank, group, r["entry"], _fmt(r[sort], lo, hi), *([_fmt(r["tau"])] if sort != "tau" else []),
                               fragility.replace("fragile-", "") if r["status"] == "ok" else fragility)
             console.print(t)

@@ -200,9 +200,10 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
     if problems:
         raise GenbenchError(f"zoo {z.name!r} at {z.root} fails verification, so it is not pushed:\n" + "\n".join(problems))
     card = z.root / CARD
-    if not card.is_file() or card.read_text() == dataset_card(z):  # genbench's own card: say where it lives
+    text = card.read_text() if card.is_file() else None
+    if text is None or text == dataset_card(z):  # none, or genbench's own card: say where the zoo now lives
         write_text_atomic(card, dataset_card(z, repo_id))
-    elif not card_has_table_config(card.read_text()):
+    elif not card_has_table_config(text):
         raise GenbenchError(f"{card} has no YAML front matter making {TABLE} the default config, so the table "
                             "would not open with datasets.load_dataset; delete it (genbench writes the standard "
                             f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")

@@ -163,20 +163,20 @@ def run(job: dict[str, Any]) -> int:
     builtins = set(list_measures())
     measure_path = folder / "measure.py"
     emit(stage="importing measure.py")
+    raised: BaseException | None = None
     guard.active += 1  # code run at import is the submission's too
     try:
         import_measure_file(measure_path)
     except BaseException as e:  # SystemExit and KeyboardInterrupt at import are failures of the submission too
-        if guard.reads:
-            return fail_all(f"read test data at import: {', '.join(sorted(set(guard.reads)))}; measures may "
-                            "only see the training data")
-        msg = memory_note(f"{type(e).__name__}: {e}", limit)
-        return fail_all(f"measure.py raised at import{_where(e, measure_path)}: {msg}")
+        raised = e
     finally:
         guard.active -= 1
-    if guard.reads:
+    if guard.reads:  # also when the refusal made the import fail
         return fail_all(f"read test data at import: {', '.join(sorted(set(guard.reads)))}; measures may only "
                         "see the training data")
+    if raised is not None:
+        msg = memory_note(f"{type(raised).__name__}: {raised}", limit)
+        return fail_all(f"measure.py raised at import{_where(raised, measure_path)}: {msg}")
     registered = sorted(n for n in list_measures() if n not in builtins)
     if entry not in registered:
         return fail_all(f"measure.py does not register {entry!r} (the entry named in submission.yaml); "
