@@ -1,10 +1,9 @@
 """genbench: a benchmark of generalization measures on zoos of trained networks."""
-__version__ = "0.1.0"
-
+from .version import __version__  # noqa: F401
 from .errors import GenbenchError  # noqa: E402
-from .harness import evaluate  # noqa: E402
+from .harness import check_measure, evaluate  # noqa: E402
 from .measures import (  # noqa: E402
-    BudgetExceeded, MeasureContext, check_measure, get_measure, list_measures, register_measure,
+    BudgetExceeded, MeasureContext, get_measure, list_measures, register_measure,
 )
 from .scoring import FragilityReport, Scores, audit, score  # noqa: E402
 from .zoo import Zoo, build_zoo, load_zoo  # noqa: E402

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 import yaml
@@ -11,8 +11,17 @@ from rich import box
 from rich.console import Console
 from rich.table import Column, Table
 
+from .defaults import AUDIT_ZOO, BUDGET_S, CHECK_ZOO, DEFAULT_ZOO, N_BOOT, RESULTS, SEED
 from .errors import GenbenchError
 from .harness.malloc import keep_freed_memory
+from .leaderboard.export import TEXT_FORMATS
+from .leaderboard.ranking import DEFAULT_SORT
+from .leaderboard.format import DIGITS, number
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .leaderboard.schema import Record
 
 WIDE_TABLE = 160  # terminal columns from which the leaderboard shows every column
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
@@ -115,7 +124,7 @@ def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME
                  force: bool = typer.Option(False, "--force", help="download again even if in the HF cache"),
                  ) -> None:
     """Download a zoo from the Hub into the HF cache; every file is checked against zoo.json."""
-    from .hub import download_zoo
+    from .zoo.hub import download_zoo
 
     z = download_zoo(repo, revision=revision, models=models, force=force)
     console.print(f"zoo {z.name!r} from {z.repo_id} at commit {z.revision}: {len(z)} models in {z.root}")
@@ -130,7 +139,7 @@ def zoo_push(folder: str = typer.Argument(..., help="zoo folder (or the name of 
              private: bool = typer.Option(False, "--private", help="create the repo private"),
              ) -> None:
     """Publish a zoo as a Hub dataset repo (verified first; the card makes the table load with `datasets`)."""
-    from .hub import push_zoo
+    from .zoo.hub import push_zoo
 
     pushed = push_zoo(folder, repo, private=private)
     _report_push(pushed, "files")
@@ -143,127 +152,116 @@ def _report_push(pushed, what: str) -> None:
 
 
 @leaderboard_app.command("push")
-def leaderboard_push(folder: Path = typer.Argument(..., help="folder of result records, e.g. leaderboard/results"),
+def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result records, e.g. {RESULTS}"),
                      repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME to create or update"),
                      private: bool = typer.Option(False, "--private", help="create the repo private"),
                      ) -> None:
     """Publish result records (JSON) as a Hub dataset repo."""
-    from .hub import push_results
+    from .leaderboard.publish import push_results
 
     _report_push(push_results(folder, repo, private=private), "result records")
 
 
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("table", *TEXT_FORMATS)
 
 
 @leaderboard_app.callback()
 def leaderboard_cmd(ctx: typer.Context,
                     zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo (default: every zoo with records)"),
-                    sort: str = typer.Option("kfold_r2", help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
+                    sort: str = typer.Option(DEFAULT_SORT, help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
                     fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown"),
                     html: Optional[Path] = typer.Option(None, "--html", help="also write the static web page here"),
-                    results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
+                    results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
                     ) -> None:
     """Ranked table per zoo (rank groups: overlapping 95% intervals) and the mean rank across zoos."""
     if ctx.invoked_subcommand is not None:
         return
-    from .leaderboard.records import COLUMNS, aggregate_table, leaderboard_table, load_records, rank_records
+    from .leaderboard.export import export_text, leaderboard_table
+    from .leaderboard.records import ablation_tables
+    from .leaderboard.schema import load_records, score_spec
 
     if fmt not in FORMATS:
         raise GenbenchError(f"--format must be one of {FORMATS}, got {fmt!r}")
-    if sort not in COLUMNS + ("sign_error_p90", "sign_error_mean", "cmi_pgdl"):
-        from .errors import did_you_mean
-        raise did_you_mean(sort, COLUMNS, what="score to sort by")
+    score_spec(sort)  # an unknown score fails here, with a suggestion
     records = load_records(results, zoo)
     table = leaderboard_table(records, sort)
-    if fmt == "csv":
-        sys.stdout.write(table.to_csv(index=False))
-    elif fmt == "json":
-        sys.stdout.write(table.to_json(orient="records", indent=1) + "\n")
-    elif fmt == "markdown":
-        cols = ["zoo", "rank", "group", "entry", "kind", "adj_r2", "kfold_r2", "tau", "psi", "cmi", "sign_error_worst",
-                "fragility"]
-        sys.stdout.write(table[cols].to_markdown(index=False, floatfmt=".3f") + "\n")
+    if fmt == "table":
+        _print_leaderboard(table, records, sort)
     else:
-        wide = console.width >= WIDE_TABLE
-        for z, part in table.groupby("zoo", sort=True):
-            if wide:
-                t = Table("rank", "group", "entry", "kind", "adj R2 [95%]", "k-fold R2 [95%]", "tau", "Psi", "CMI",
-                          "sign-err worst", "fragility", "citation", title=f"{z}: ranked by {sort}")
-            else:
-                cols = ["rank", "grp", "entry", f"{sort} [95%]"] + (["tau"] if sort != "tau" else [])
-                t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
-                          pad_edge=False, title=f"{z}: ranked by {sort}", caption=f"a terminal narrower than "
-                          f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
-            for _, r in part.iterrows():
-                rank = "-" if r["rank"] != r["rank"] or r["rank"] is None else str(int(r["rank"]))
-                group = "-" if r["group"] != r["group"] or r["group"] is None else str(int(r["group"]))
-                fragility = r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}"
-                if wide:
-                    t.add_row(rank, group, r["entry"], str(r["kind"] or ""),
-                              _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
-                              _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]), _fmt(r["tau"]), _fmt(r["psi"]),
-                              _fmt(r["cmi"]), _fmt(r["sign_error_worst"]), fragility, r["citation"][:40])
-                else:
-                    lo, hi = (r.get(f"{sort}_{end}", float("nan")) for end in ("lo", "hi"))
-                    t.add_row(rank, group, r["entry"], _fmt(r[sort], lo, hi), *([_fmt(r["tau"])] if sort != "tau" else []),
-                              fragility.replace("fragile-", "") if r["status"] == "ok" else fragility)
-            console.print(t)
-        agg = aggregate_table(records, sort)
-        if table["zoo"].nunique() > 1 and not agg.empty:
-            t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
-            for _, r in agg.iterrows():
-                t.add_row(r["entry"], f"{r['mean_rank']:.2f}", str(int(r["zoos"])))
-            console.print(t)
+        sys.stdout.write(export_text(table, fmt))
     if html is not None:
         from .leaderboard import write_site
 
-        index = write_site(rank_records(records, sort), html, ablation=_ablation_tables(records))
+        index = write_site(records, html, sort=sort, ablation=ablation_tables(records))
         console.print(f"leaderboard page: {index}")
 
 
-def _ablation_tables(records: list[dict]) -> dict | None:
-    """The DEMOGEN Tables 1 and 4 from the records of mnist1d-demogen, when they hold the margin entries."""
-    from .scoring.demogen import MEASURES, demogen_table
-    from .scoring.scores import MeasureScores, Scores
+def _print_leaderboard(table: pd.DataFrame, records: list[Record], sort: str) -> None:
+    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one), and
+    the mean ranks across zoos when there are several."""
+    from .leaderboard.format import rank_text
+    from .leaderboard.ranking import aggregate_table
+    from .leaderboard.schema import SHOWN, WITH_INTERVAL, score_spec
 
-    by = {r["measure"]: r for r in records if r["zoo"]["name"] == "mnist1d-demogen" and r["status"] == "ok"
-          and r.get("builtin")}
-    if not all(m in by for m in MEASURES):
-        return None
-    items = {m: MeasureScores.from_dict(by[m]["scores"]) for m in MEASURES}
-    scores = Scores("mnist1d-demogen", "gap", items)
-    return {"Table 1": demogen_table(scores, 1), "Table 4": demogen_table(scores, 4)}
+    wide = console.width >= WIDE_TABLE
+    for z, part in table.groupby("zoo", sort=True):
+        if wide:
+            t = Table("rank", "group", "entry", "kind",
+                      *(score_spec(k).ascii + (" [95%]" if k in WITH_INTERVAL else "") for k in SHOWN),
+                      "fragility", "citation", title=f"{z}: ranked by {sort}")
+        else:
+            cols = ["rank", "grp", "entry", f"{sort} [95%]"] + (["tau"] if sort != "tau" else [])
+            t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
+                      pad_edge=False, title=f"{z}: ranked by {sort}", caption=f"a terminal narrower than "
+                      f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
+        for _, r in part.iterrows():
+            rank, group = rank_text(r["rank"]), rank_text(r["group"])
+            fragility = r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}"
+            if wide:
+                scores = (number(r[k], *((r[f"{k}_lo"], r[f"{k}_hi"]) if k in WITH_INTERVAL else ())) for k in SHOWN)
+                t.add_row(rank, group, r["entry"], str(r["kind"] or ""), *scores, fragility, r["citation"][:40])
+            else:
+                lo, hi = (r.get(f"{sort}_{end}", float("nan")) for end in ("lo", "hi"))
+                t.add_row(rank, group, r["entry"], number(r[sort], lo, hi),
+                          *([number(r["tau"])] if sort != "tau" else []),
+                          fragility.replace("fragile-", "") if r["status"] == "ok" else fragility)
+        console.print(t)
+    agg = aggregate_table(records, sort)
+    if table["zoo"].nunique() > 1 and not agg.empty:
+        t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
+        for _, r in agg.iterrows():
+            t.add_row(r["entry"], number(r["mean_rank"]), str(int(r["zoos"])))
+        console.print(t)
 
 
 @leaderboard_app.command("run")
 def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
-                    zoo: list[str] = typer.Option(["mnist1d-demogen"], "--zoo", help="zoo(s) to score on"),
-                    results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
-                    audit_zoo: Optional[str] = typer.Option("mnist1d-fragility", "--audit-zoo",
+                    zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", help="zoo(s) to score on"),
+                    results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
+                    audit_zoo: Optional[str] = typer.Option(AUDIT_ZOO, "--audit-zoo",
                                                             help="zoo for the fragility audit ('' to skip)"),
                     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
-                    n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples"),
+                    n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
     from tqdm import tqdm
 
-    from .leaderboard.records import run_entry, write_record
+    from .leaderboard.records import run_entry
+    from .leaderboard.schema import Record, write_record
     from .measures.registry import resolve_measures
 
     names = [m.name for m in resolve_measures(measures)]
     for z in zoo:
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):
             cmd = f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
-            rec = run_entry(name, z, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot, command=cmd)
+            rec = Record(run_entry(name, z, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot, command=cmd))
             path = write_record(rec, results)
-            verdict = (rec.get("audit") or {}).get("verdict", "not audited")
-            kf = ((rec.get("scores") or {}).get("values") or {}).get("kfold_r2")
-            console.print(f"{z} {name}: {rec['status']}, k-fold R2 {_fmt(kf)}, {verdict} -> {path}")
+            console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
+                          f"{rec.verdict or 'not audited'} -> {path}")
 
 
 @app.command("verify")
-def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (leaderboard/results/ZOO/NAME.json)"),
+def verify_cmd(records: list[Path] = typer.Argument(..., help=f"result record files ({RESULTS}/ZOO/NAME.json)"),
                rtol: float = typer.Option(1e-5, help="relative tolerance"),
                atol: float = typer.Option(1e-8, help="absolute tolerance"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
@@ -308,13 +306,14 @@ def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'm
 
 @measures_app.command("check")
 def measures_check(names: list[str] = typer.Argument(..., help="measure names or glob patterns"),
-                   zoo: Optional[str] = typer.Option(None, help="zoo to check on (default: digits-mlp, built if missing)"),
+                   zoo: Optional[str] = typer.Option(None, help=f"zoo to check on (default: {CHECK_ZOO}, built if missing)"),
                    models: int = typer.Option(2, help="number of models to run on"),
                    budget_s: float = typer.Option(60.0, "--budget-s", help="seconds allowed per model"),
                    device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                    ) -> None:
     """Run the conformance suite: deterministic, finite, stable shape, budget, invariances, no test data."""
-    from .measures import check_measure, resolve_measures
+    from .harness import check_measure
+    from .measures import resolve_measures
 
     failed = 0
     for m in resolve_measures(names):
@@ -329,9 +328,9 @@ def measures_check(names: list[str] = typer.Argument(..., help="measure names or
 def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names or glob patterns, e.g. 'margin.*'"),
                  zoo: str = typer.Option(..., "--zoo", help="zoo name or folder"),
                  device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
-                 budget_s: float = typer.Option(300.0, "--budget-s", help="seconds allowed per model and measure"),
+                 budget_s: float = typer.Option(BUDGET_S, "--budget-s", help="seconds allowed per model and measure"),
                  models: Optional[list[str]] = typer.Option(None, "--models", help="model ids or glob patterns"),
-                 seed: int = typer.Option(0, help="seed of every measure's generator"),
+                 seed: int = typer.Option(SEED, help="seed of every measure's generator"),
                  out: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
                  no_cache: bool = typer.Option(False, "--no-cache", help="recompute every value"),
                  executor: str = typer.Option("local", help="where to run the per-model tasks: local or ray"),
@@ -355,48 +354,17 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     console.print(f"values: {path}")
 
 
-def _fmt(v: float, lo: float = float("nan"), hi: float = float("nan"), scale: float = 1.0) -> str:
-    import math
-
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    text = f"{v * scale:.2f}"
-    if not (math.isnan(lo) or math.isnan(hi)):
-        text += f" [{lo * scale:.2f}, {hi * scale:.2f}]"
-    return text
-
-
-def _values_for(zoo, names: list[str], path: Optional[Path]):
-    """The value table of a zoo with (at least) these measures, evaluating the missing ones (cached)."""
-    from .harness import evaluate, load_values, save_values, values_path
-    from .measures import resolve_measures
-
-    path = path or values_path(zoo.name)
-    wanted = [m.name for m in resolve_measures(names)] if names else None
-    df = load_values(path) if path.is_file() else None
-    have = set(df.attrs.get("measures", {})) if df is not None else set()
-    if df is not None and df.attrs.get("table_sha256") != zoo.table_sha256:
-        df, have = None, set()
-    if wanted is None and df is None:
-        raise GenbenchError(f"no values for zoo {zoo.name!r} yet: name the measures to score, or run "
-                            f"`genbench evaluate MEASURE... --zoo {zoo.name}` first")
-    missing = [n for n in (wanted or []) if n not in have]
-    if missing:
-        console.print(f"evaluating {len(missing)} measure(s) not in {path} (cached values are reused)")
-        save_values(evaluate(missing, zoo), path)
-        df = load_values(path)
-    return df, wanted
-
-
 @app.command("score")
 def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all evaluated)"),
               zoo: str = typer.Option(..., "--zoo", help="zoo name or folder"),
               target: str = typer.Option("gap", help="gap or test_acc"),
               table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
-              n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the 95% intervals"),
+              n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples for the 95% intervals"),
               values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
               ) -> None:
     """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
+    from .harness.values import values_for
+    from .leaderboard.schema import score_spec
     from .scoring import score
     from .scoring.demogen import MEASURES, demogen_table
     from .zoo import load_zoo
@@ -404,41 +372,39 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     if table not in (None, "demogen"):
         raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
     z = load_zoo(zoo)
-    df, wanted = _values_for(z, list(measures or (MEASURES if table else [])), values)
+    df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
     scores = score(df, z, target=target, measures=wanted, n_boot=n_boot)
     if table == "demogen":
         for which, title in ((1, "Table 1: ablations"), (4, "Table 4: single layers, qrt+log")):
             t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "MSE x1e-3 [95%]", "paper adj R2", "paper kf R2",
                       "paper MSE", title=f"DEMOGEN {title} on {z.name} (paper: CNN on CIFAR-10)")
             for _, r in demogen_table(scores, which).iterrows():
-                t.add_row(r["setting"], _fmt(r["adj_r2"], r["adj_r2_lo"], r["adj_r2_hi"]),
-                          _fmt(r["kfold_r2"], r["kfold_r2_lo"], r["kfold_r2_hi"]),
-                          _fmt(r["mse"], r["mse_lo"], r["mse_hi"]), _fmt(r["paper_adj_r2"]),
-                          "negative" if r["paper_kfold_r2"] is None else _fmt(r["paper_kfold_r2"]), _fmt(r["paper_mse"]))
+                t.add_row(r["setting"],
+                          *(number(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("adj_r2", "kfold_r2", "mse")),
+                          number(r["paper_adj_r2"]),
+                          "negative" if r["paper_kfold_r2"] is None else number(r["paper_kfold_r2"]),
+                          number(r["paper_mse"]))
             console.print(t)
         return
-    t = Table("measure", "adj R2", "k-fold R2", "tau", "Psi", "CMI (sign)", "sign-error worst/mean", "notes",
+    head = ("adj_r2", "kfold_r2", "tau", "psi")
+    t = Table("measure", *(score_spec(k).ascii for k in head), "CMI (sign)", "sign-error worst/mean", "notes",
               title=f"{z.name}: target {target}, {len(scores)} measures, 95% bootstrap intervals")
     for s in sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf")))):
-        iv = s.intervals
-        nan2 = (float("nan"), float("nan"))
-        cmi = _fmt(s.values.get("cmi"), *iv.get("cmi", nan2))
+        cmi = number(s.values.get("cmi"), *s.intervals.get("cmi", ()))
         if s.values.get("cmi") is not None and s.cmi_sign == s.cmi_sign:
             cmi += f" ({'+' if s.cmi_sign > 0 else '-'})"
-        t.add_row(s.measure, _fmt(s.values.get("adj_r2"), *iv.get("adj_r2", nan2)),
-                  _fmt(s.values.get("kfold_r2"), *iv.get("kfold_r2", nan2)),
-                  _fmt(s.values.get("tau"), *iv.get("tau", nan2)), _fmt(s.values.get("psi"), *iv.get("psi", nan2)), cmi,
-                  f"{_fmt(s.values.get('sign_error_worst'))}/{_fmt(s.values.get('sign_error_mean'))}",
+        t.add_row(s.measure, *(number(s.values.get(k), *s.intervals.get(k, ())) for k in head), cmi,
+                  f"{number(s.values.get('sign_error_worst'))}/{number(s.values.get('sign_error_mean'))}",
                   "; ".join(s.notes)[:60])
     console.print(t)
 
 
 @app.command("audit")
 def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
-              zoo: str = typer.Option("mnist1d-fragility", "--zoo", help="zoo name or folder (twins and learning curves)"),
+              zoo: str = typer.Option(AUDIT_ZOO, "--zoo", help="zoo name or folder (twins and learning curves)"),
               device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
               control_models: int = typer.Option(4, "--control-models", help="models in the rescaling control"),
-              n_boot: int = typer.Option(1000, "--n-boot", help="seed-bootstrap resamples"),
+              n_boot: int = typer.Option(N_BOOT, "--n-boot", help="seed-bootstrap resamples"),
               details: bool = typer.Option(False, "--details", help="also print the per-cell and per-curve tables"),
               json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
               ) -> None:
@@ -455,7 +421,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               title=f"fragility audit of {measure}")
     for c in report.checks:
         outcome = "[dim]n/a[/dim]" if c.failed is None else ("[red]" + c.label + "[/red]" if c.failed else "[green]ok[/green]")
-        t.add_row(c.part, c.statistic, _fmt(c.value), c.threshold, outcome, c.detail)
+        t.add_row(c.part, c.statistic, number(c.value), c.threshold, outcome, c.detail)
     console.print(t)
     if details:
         for name, df in (("twin cells", report.cells), ("learning curves", report.curves),
@@ -474,23 +440,21 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
 @app.command("submit")
 def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submissions/NAME (measure.py + submission.yaml)"),
                zoo: Optional[list[str]] = typer.Option(None, "--zoo", help="zoo(s) to score on (default: the "
-                                                       "submission's `zoos`, else mnist1d-demogen)"),
-               budget_s: float = typer.Option(300.0, "--budget-s", help="seconds allowed per model"),
+                                                       f"submission's `zoos`, else {DEFAULT_ZOO})"),
+               budget_s: float = typer.Option(BUDGET_S, "--budget-s", help="seconds allowed per model"),
                memory_gb: float = typer.Option(4.0, "--memory-gb", help="memory cap of the child process, in GB"),
                timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
                                                          help="wall-clock limit of the whole run (default: generous, "
                                                               "from the number of models and the budget)"),
-               results: Path = typer.Option(Path("leaderboard/results"), "--results", help="folder of records"),
+               results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
                no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
-               audit_zoo: str = typer.Option("mnist1d-fragility", "--audit-zoo", help="zoo for the fragility audit"),
+               audit_zoo: str = typer.Option(AUDIT_ZOO, "--audit-zoo", help="zoo for the fragility audit"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
-               n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the 95% intervals"),
+               n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples for the 95% intervals"),
                ) -> None:
     """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
-    import json
-    import math
-
-    from .leaderboard.submission import load_submission, submit, summarize
+    from .leaderboard.schema import HEADLINE, Record, score_spec
+    from .submit import load_submission, submit, summarize
 
     sub = load_submission(folder)
     console.print(f"submission [bold]{sub.name}[/bold]: {sub.title} (entry {sub.entry}), "
@@ -502,25 +466,21 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
         else:
             console.print(f"     | {text}", style="dim", highlight=False, markup=False)
 
-    def num(v: float, lo: float = math.nan, hi: float = math.nan) -> str:
-        if math.isnan(v):
-            return "-"
-        return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if not (math.isnan(lo) or math.isnan(hi)) else "")
-
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
                    n_boot=n_boot, echo=echo)
     failed = 0
     for path in paths:
-        rec = json.loads(path.read_text())
-        zname = rec["zoo"]["name"]
-        if rec["status"] != "ok":
+        rec = Record.read(path)
+        zname = rec.zoo_name
+        if not rec.ok:
             failed += 1
-            console.print(f"[red]{zname}: FAILED[/red] {rec['failure']}", highlight=False)
+            console.print(f"[red]{zname}: FAILED[/red] {rec.failure}", highlight=False)
         else:
             s = summarize(rec)
-            console.print(f"[green]{zname}: ok[/green]  adj R2 {num(*s['adj_r2'])}  k-fold R2 {num(*s['kfold_r2'])}  "
-                          f"tau {num(*s['tau'])}  audit: {s['verdict']}", highlight=False)
+            headline = "  ".join(f"{score_spec(k).ascii} {number(*s[k], digits=DIGITS)}"
+                                 for k in HEADLINE)
+            console.print(f"[green]{zname}: ok[/green]  {headline}  audit: {s['verdict']}", highlight=False)
         console.print(f"  record: {path}", highlight=False)
     if failed:
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import genbench as gb
 from genbench.cli import app
 from genbench.measures import registry
-from genbench.measures.check import check_measure
+from genbench.harness import check_measure
 
 
 @pytest.fixture
@@ -83,12 +83,11 @@ def test_evaluate_columns_match_direct_calls(digits_zoo, tmp_path):
     assert list(df["model_id"]) == digits_zoo.model_ids
     assert [c for c in df.columns if c.startswith("margin.qrt_log[")] == [f"margin.qrt_log[{i}]" for i in range(20)]
     assert df["margin.qrt_log:error"].isna().all() and df["output.entropy:error"].isna().all()
-    from genbench.harness.evaluate import training_set
     from genbench.measures.context import MeasureContext
     mid = digits_zoo.model_ids[5]
     model = digits_zoo.load_model(mid)
     ctx = MeasureContext(model=model, probe_layers=model.probe_layers(), needs=("train_data",),
-                         train=training_set(digits_zoo, mid))
+                         train=digits_zoo.training_set(mid))
     row = df.set_index("model_id").loc[mid]
     assert row["output.entropy"] == pytest.approx(gb.get_measure("output.entropy")(ctx), rel=1e-12)
 

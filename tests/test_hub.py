@@ -24,7 +24,8 @@ from huggingface_hub.utils import filter_repo_objects
 from typer.testing import CliRunner
 
 import genbench as gb
-from genbench import hub as gbhub
+from genbench.leaderboard.publish import push_results
+from genbench.zoo import hub as gbhub
 from genbench.cli import app
 from genbench.fileio import sha256_file
 
@@ -357,7 +358,7 @@ def test_leaderboard_push_uploads_the_result_records(fake_hfapi, hub, tmp_path):
 
     (results / "digits-mlp" / "broken.json").write_text("{not json")
     with pytest.raises(gb.GenbenchError, match="broken.json is not valid JSON"):
-        gbhub.push_results(results, "genbench/leaderboard", api=fake_hfapi)
+        push_results(results, "genbench/leaderboard", api=fake_hfapi)
     (tmp_path / "empty").mkdir()
     with pytest.raises(gb.GenbenchError, match="holds no result records"):
-        gbhub.push_results(tmp_path / "empty", "genbench/x", api=fake_hfapi)
+        push_results(tmp_path / "empty", "genbench/x", api=fake_hfapi)

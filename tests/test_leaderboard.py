@@ -9,8 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from genbench.cli import app
-from genbench.leaderboard.records import (aggregate_table, failure_record, leaderboard_table, load_records,
-                                          rank_records, read_record, run_entry, write_record)
+from genbench.leaderboard.export import leaderboard_table
+from genbench.leaderboard.ranking import aggregate_table, rank_records
+from genbench.leaderboard.records import failure_record, run_entry
+from genbench.leaderboard.schema import load_records, read_record, score_spec, write_record
 from genbench.leaderboard.verify import verify_record
 
 
@@ -116,6 +118,24 @@ def test_terminal_table_keeps_names_and_intervals_whole_at_any_width(records_dir
     assert f"{rec['kfold_r2']:.2f} [{rec['kfold_r2_lo']:.2f}, {rec['kfold_r2_hi']:.2f}]" in row
     assert ("citation" in out.output) == (width >= cli.WIDE_TABLE)
     assert ("--format markdown" in out.output) == (width < cli.WIDE_TABLE)
+
+
+@pytest.mark.parametrize("sort", ["cmi_pgdl", "sign_error_p90", "sign_error_mean"])
+def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table(tmp_path, monkeypatch, sort):
+    import genbench.cli as cli
+
+    for name, v, lo, hi in (("a", 0.12, 0.05, 0.2), ("b", 0.3, 0.25, 0.41)):
+        write_record({"schema": 1, "name": name, "measure": name, "zoo": {"name": "z"}, "status": "ok",
+                      "kind": "scalar", "citation": "", "scores": {"values": {sort: v, "tau": 0.5},
+                                                                   "intervals": {sort: [lo, hi]}}}, tmp_path)
+    monkeypatch.setattr(cli.console, "width", 80)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(tmp_path), "--sort", sort])
+    assert out.exit_code == 0, out.output
+    assert f"{sort} [95%]" in out.output and max(len(line) for line in out.output.splitlines()) <= 80
+    rows = {line.split()[2]: line for line in out.output.splitlines() if line.split()[2:3] in (["a"], ["b"])}
+    assert "0.12 [0.05, 0.20]" in rows["a"] and "0.30 [0.25, 0.41]" in rows["b"]
+    best = "a" if score_spec(sort).lower_is_better else "b"
+    assert rows[best].split()[0] == "1"
 
 
 def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(records_dir, tmp_path):

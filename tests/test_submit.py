@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from genbench.cli import app
 from genbench.errors import GenbenchError
-from genbench.leaderboard import submission as submission_mod
-from genbench.leaderboard.submission import load_submission, submit
+from genbench.measures import get_measure, register_measure
+from genbench.measures.registry import unregister_measure, wrap_measure
+from genbench.submit import load_submission, submit, supervise
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "submissions" / "_template"
@@ -99,15 +100,42 @@ def test_unparsable_yaml_and_missing_files_are_refused(tmp_path):
 def test_events_glued_to_output_without_a_newline_are_still_read():
     import io
 
-    child = submission_mod._Child()
+    child = supervise._Child()
     seen = []
     stream = io.BytesIO(b'progress 50%\r@@genbench {"call": "start"}\n'
                         b'no newline@@genbench {"stage": "scoring", "zoo": "z"}\n'
                         b'@@genbench {"call": "end"}\nplain\n')
-    submission_mod._pump(stream, child, lambda text, kind: seen.append((kind, text)))
+    supervise._pump(stream, child, lambda text, kind: seen.append((kind, text)))
     assert child.call_started is None and child.stage == "scoring on z"  # the end of the call was not lost
     assert list(child.tail) == ["progress 50%\r", "no newline", "plain"]
     assert ("stage", "[z] scoring") in seen
+
+
+def test_wrap_measure_puts_a_guard_around_every_call_and_keeps_the_metadata():
+    calls = []
+
+    @register_measure("wraptest.const", citation="c", version=3, higher_means="larger_gap")
+    def const(ctx):
+        return 1.0
+
+    def counting(fn):
+        def guarded(ctx):
+            calls.append(ctx)
+            return fn(ctx) + 1.0
+        return guarded
+
+    try:
+        before = get_measure("wraptest.const")
+        after = wrap_measure("wraptest.const", counting)
+        assert get_measure("wraptest.const") is after and after.fn is not const
+        assert after("ctx") == 2.0 and calls == ["ctx"]
+        keep = ("name", "kind", "needs", "citation", "version", "higher_means", "invariances", "transform", "doc",
+                "source_hash")
+        assert [getattr(after, k) for k in keep] == [getattr(before, k) for k in keep]
+        with pytest.raises(GenbenchError, match="unknown measure 'wraptest.cosnt'. Did you mean 'wraptest.const'"):
+            wrap_measure("wraptest.cosnt", counting)
+    finally:
+        unregister_measure("wraptest.const")
 
 
 def test_processes_the_measure_starts_do_not_outlive_the_submission(tmp_path, digits_zoo):
@@ -250,7 +278,7 @@ def test_hard_crash_in_the_measure_gives_a_failure_record(tmp_path, digits_zoo):
 
 
 def test_hanging_measure_is_killed_after_its_budget(tmp_path, digits_zoo, monkeypatch):
-    monkeypatch.setattr(submission_mod, "HANG_GRACE_S", 1.0)
+    monkeypatch.setattr(supervise, "HANG_GRACE_S", 1.0)
     folder = make_submission(tmp_path, "hang", """
         import time
 

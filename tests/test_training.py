@@ -7,7 +7,8 @@ import torch
 from genbench.zoo.build import plan_groups
 from genbench.zoo.data import load_pool
 from genbench.zoo.recipe import parse_recipe
-from genbench.zoo.train import _dropout_codes, _flush, _mlp_forward, train_group, train_one
+from genbench.models.mlp import dropout_codes, stacked_mlp_forward
+from genbench.zoo.train import _flush, train_group, train_one
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +68,18 @@ def test_stacked_dropout_is_per_model():
     params["blocks.0.fc.weight"].zero_()
     x = torch.randn(m, b, d)
     keep = torch.tensor([1.0, 0.5, 0.8]).view(-1, 1, 1)
-    out = _mlp_forward(params, {}, x, depth=1, batchnorm=False, dropout=_dropout_codes(keep), train=True)
+    out = stacked_mlp_forward(params, {}, x, depth=1, batchnorm=False, dropout=dropout_codes(keep), train=True)
     assert torch.equal(out[0], torch.ones(b, 10))  # keep = 1: untouched
     for i, k in ((1, 0.5), (2, 0.8)):
         kept = (out[i] != 0).float().mean().item()
         assert abs(kept - k) < 0.03
         assert torch.allclose(out[i][out[i] != 0], torch.full_like(out[i][out[i] != 0], 1 / k))
-    ev = _mlp_forward(params, {}, x, depth=1, batchnorm=False, dropout=_dropout_codes(keep), train=False)
+    ev = stacked_mlp_forward(params, {}, x, depth=1, batchnorm=False, dropout=dropout_codes(keep), train=False)
     assert torch.equal(ev, torch.ones(m, b, 10))
 
 
 def test_dropout_codes_quantise_the_keep_probability_to_16_bits():
-    thr, scale = _dropout_codes(torch.tensor([1.0, 0.8, 0.5]))
+    thr, scale = dropout_codes(torch.tensor([1.0, 0.8, 0.5]))
     kept = (thr.double() + 32769) / 65536  # codes in [-32768, 32767] at or below the threshold
     assert thr[0] == 32767 and kept[0] == 1.0 and kept[2] == 0.5
     assert abs(kept[1] - 0.8) <= 0.5 / 65536

@@ -3,10 +3,11 @@ content, each failure recorded for its model while the run goes on."""
 from __future__ import annotations
 
 import copy
-import fnmatch
+import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,28 +16,18 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from .. import remote
+from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
-from ..measures.context import BudgetExceeded, MeasureContext, TrainingSet
+from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
 from ..paths import values_cache_dir
-from ..zoo.recipe import TRAIN_DEFAULTS
-from ..zoo.storage import Zoo, load_zoo
+from ..zoo.data import TrainingSet
+from ..zoo.storage import Zoo, load_zoo, open_zoo_ref
 from .cache import ValueCache
 
 EXECUTORS = ("local", "ray")
-DEFAULT_BUDGET_S = 300.0  # per model and measure, as in the PGDL competition
-
-
-def training_set(zoo: Zoo, model_id: str) -> TrainingSet:
-    """The exact training data of one model, plus how its data kind is augmented; nothing else of the zoo."""
-    x, y = zoo.train_data(model_id)
-    train = {**TRAIN_DEFAULTS, **zoo.manifest.get("recipe_effective", {}).get("train", {})}
-    aug = {"shift": int(train["aug_shift"])}
-    if zoo.manifest.get("data_kind", "signal") == "signal":
-        aug["noise"] = float(train["aug_noise"])
-    return TrainingSet(x=x, y=y, num_classes=int(zoo.manifest["num_classes"]),
-                       data_kind=zoo.manifest.get("data_kind", "signal"), augmentation=aug)
 
 
 def _validate(m: Measure, out: Any) -> tuple[Any, str | None]:
@@ -71,12 +62,12 @@ def run_measure(m: Measure, ctx: MeasureContext) -> dict[str, Any]:
     return {"value": value, "error": error, "seconds": seconds, "cache": cacheable}
 
 
-def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: str = "cpu", seed: int = 0,
-                 budget_s: float | None = DEFAULT_BUDGET_S) -> dict[str, dict[str, Any]]:
+def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: str = "cpu", seed: int = SEED,
+                 budget_s: float | None = BUDGET_S) -> dict[str, dict[str, Any]]:
     """All `measures` on one model, sharing one memo (e.g. one margin pass) between them."""
     try:
         model = zoo.load_model(model_id, device=device)
-        train = training_set(zoo, model_id)
+        train = zoo.training_set(model_id)
     except Exception as e:
         msg = f"could not load model {model_id!r}: {e}"
         return {m.name: {"value": None, "error": msg, "seconds": 0.0, "cache": False} for m in measures}
@@ -97,7 +88,7 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
 
 
 def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: ValueCache, *, device: str = "cpu",
-                    seed: int = 0, budget_s: float | None = DEFAULT_BUDGET_S) -> tuple[dict[str, dict[str, Any]], list[str]]:
+                    seed: int = SEED, budget_s: float | None = BUDGET_S) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The per-model task of every executor: cached entries read, the others computed and cached.
     Returns the entries by measure name and the names computed now."""
     sha = str(zoo.row(model_id)["checkpoint_sha256"])
@@ -120,31 +111,12 @@ def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: Val
 
 
 def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init_model: Any, memo: dict[Any, Any],
-                 device: str = "cpu", seed: int = 0, budget_s: float | None = DEFAULT_BUDGET_S) -> MeasureContext:
+                 device: str = "cpu", seed: int = SEED, budget_s: float | None = BUDGET_S) -> MeasureContext:
     """The context of measure `m` on one model: its own copy of the model, and only what `m` declared."""
     return MeasureContext(model=copy.deepcopy(model), probe_layers=model.probe_layers(), device=device,
                           measure=m.name, needs=m.needs, seed=seed, budget_s=budget_s,
                           train=train if "train_data" in m.needs or "augment" in m.needs else None,
                           init_model=init_model if "init_weights" in m.needs else None, memo=memo)
-
-
-def select_models(zoo: Zoo, models: str | Iterable[str] | None) -> list[str]:
-    """Model ids of the zoo: all, those matching glob pattern(s), or the listed ids (checked)."""
-    ids = zoo.model_ids
-    if models is None:
-        return ids
-    chosen: list[str] = []
-    for pat in [models] if isinstance(models, str) else list(models):
-        if any(ch in pat for ch in "*?["):
-            hits = [i for i in ids if fnmatch.fnmatchcase(i, pat)]
-            if not hits:
-                raise GenbenchError(f"no model of zoo {zoo.name!r} matches {pat!r}")
-            chosen += hits
-        elif pat in ids:
-            chosen.append(pat)
-        else:
-            raise did_you_mean(pat, ids, what=f"model id in zoo {zoo.name!r}:")
-    return list(dict.fromkeys(chosen))
 
 
 def assemble(measures: list[Measure], ids: list[str], results: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
@@ -171,9 +143,52 @@ def assemble(measures: list[Measure], ids: list[str], results: dict[tuple[str, s
     return pd.DataFrame(cols)
 
 
+@contextmanager
+def measures_by_value(measures: Sequence[Measure]) -> Iterator[None]:
+    """Ship measures defined outside genbench (a test file, a notebook, a submission) by value: Ray's
+    cloudpickle would otherwise name their module, which the workers may not be able to import."""
+    ray = remote.import_ray()
+    modules = {m.fn.__module__ for m in measures} - {"__main__"}
+    already = set(ray.cloudpickle.list_registry_pickle_by_value())
+    modules = {name for name in modules if not name.startswith("genbench.") and name in sys.modules} - already
+    for name in modules:
+        ray.cloudpickle.register_pickle_by_value(sys.modules[name])
+    try:
+        yield
+    finally:
+        for name in modules:
+            ray.cloudpickle.unregister_pickle_by_value(sys.modules[name])
+
+
+def _evaluate_task(measures: list[Measure], ref: tuple[str, str | None, str | None, str | None], model_id: str,
+                   cache_root: str | None, device: str, seed: int,
+                   budget_s: float | None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """One model on a Ray worker: exactly the local executor's per-model task."""
+    zoo = open_zoo_ref(*ref)
+    return evaluate_cached(zoo, model_id, measures, ValueCache(cache_root), device=remote.worker_device(device),
+                           seed=seed, budget_s=budget_s)
+
+
+def evaluate_on_ray(zoo: Zoo, ids: list[str], measures: list[Measure], cache: ValueCache, *, device: str, seed: int,
+                    budget_s: float | None, address: str | None = None,
+                    progress: bool = True) -> Iterator[tuple[str, dict[str, dict[str, Any]], list[str]]]:
+    """(model id, entries, names computed now) per model, as the Ray tasks finish; a failed task gives
+    each of its measures an error entry for that model."""
+    cache_root = None if cache.root is None else str(Path(cache.root).resolve())
+    calls = [(zoo.ref, mid, cache_root, device, seed, budget_s) for mid in ids]
+    with measures_by_value(measures):
+        pending = remote.submit(_evaluate_task, calls, device=device, address=address, shared=[measures])
+    for i, result in remote.as_completed(pending, desc=f"evaluate {zoo.name} (ray)", unit="model", progress=progress):
+        if isinstance(result, BaseException):
+            error = remote.task_error(result)
+            yield ids[i], {m.name: {"value": None, "error": error, "seconds": 0.0} for m in measures}, []
+        else:
+            yield ids[i], *result
+
+
 def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: str = "local",
-             models: str | Iterable[str] | None = None, *, seed: int = 0,
-             budget_s: float | None = DEFAULT_BUDGET_S, cache: bool | str | Path = True,
+             models: str | Iterable[str] | None = None, *, seed: int = SEED,
+             budget_s: float | None = BUDGET_S, cache: bool | str | Path = True,
              progress: bool = True, address: str | None = None) -> pd.DataFrame:
     """Run `measures` (names, glob patterns or registered functions) on the models of `zoo`.
 
@@ -187,12 +202,11 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
         raise did_you_mean(executor, EXECUTORS, what="executor")
     if address is not None and executor != "ray":
         raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
-    ids = select_models(zoo, models)
+    ids = zoo.select_models(models)
     vc = ValueCache(values_cache_dir() if cache is True else (cache or None))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     seconds: Counter[str] = Counter()
     if executor == "ray":
-        from .ray_executor import evaluate_on_ray
         done = evaluate_on_ray(zoo, ids, ms, vc, device=device, seed=seed, budget_s=budget_s, address=address,
                                progress=progress)
     else:

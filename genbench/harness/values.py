@@ -1,13 +1,21 @@
-"""Evaluated values on disk: one parquet table per zoo, new measures merged into the columns already there."""
+"""Evaluated values on disk: one parquet table per zoo, new measures merged into the columns already there;
+values_for() completes a zoo's table with the measures it lacks."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..errors import GenbenchError
 from ..fileio import atomic_write
+from ..measures.registry import resolve_measures
 from ..paths import values_dir
+from .evaluate import evaluate
+
+if TYPE_CHECKING:
+    from ..zoo.storage import Zoo
 
 
 def values_path(zoo_name: str) -> Path:
@@ -51,3 +59,26 @@ def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True) -> Pa
     out = merge_values(old, df)
     atomic_write(p, lambda tmp: out.to_parquet(tmp, index=False))
     return p
+
+
+def values_for(zoo: Zoo, measures: Sequence[str] = (), path: str | Path | None = None, *,
+               note: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, list[str] | None]:
+    """The value table of a zoo with (at least) these measures, evaluating the missing ones (cached), and the
+    resolved measure names (None: no measures named, so every measure in the table). A table of another zoo
+    version counts as missing. `note` hears when measures are evaluated."""
+    path = Path(path) if path else values_path(zoo.name)
+    wanted = [m.name for m in resolve_measures(measures)] if measures else None
+    df = load_values(path) if path.is_file() else None
+    have = set(df.attrs.get("measures", {})) if df is not None else set()
+    if df is not None and df.attrs.get("table_sha256") != zoo.table_sha256:
+        df, have = None, set()
+    if wanted is None and df is None:
+        raise GenbenchError(f"no values for zoo {zoo.name!r} yet: name the measures to score, or run "
+                            f"`genbench evaluate MEASURE... --zoo {zoo.name}` first")
+    missing = [n for n in (wanted or []) if n not in have]
+    if missing:
+        if note:
+            note(f"evaluating {len(missing)} measure(s) not in {path} (cached values are reused)")
+        save_values(evaluate(missing, zoo), path)
+        df = load_values(path)
+    return df, wanted

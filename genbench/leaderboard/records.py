@@ -1,28 +1,33 @@
-"""Result records: one JSON file per (entry, zoo) holding scores with intervals, audit verdicts, per-model
-values and provenance, so that a leaderboard can be shown, and re-checked, without recomputing anything."""
+"""Result records made: run_entry() evaluates, scores and audits one measure on a zoo into a record (scores
+with intervals, audit verdicts, per-model values, provenance); failure_record() says why an entry could not be
+scored. The format itself, and reading and writing records, live in schema.py."""
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import math
 import platform
 import subprocess
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from .. import __version__
+from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT, SEED
 from ..errors import GenbenchError
-from ..fileio import json_safe, write_json_atomic
+from ..fileio import json_safe
 from ..measures import Measure, get_measure
+from ..scoring.demogen import demogen_tables
+from ..scoring.scores import Scores
+from ..version import __version__
 from ..zoo.storage import Zoo, load_zoo
+from .schema import SCHEMA, Record, read_record, write_record
 
-SCHEMA = 1
-RESULTS = Path("leaderboard") / "results"
-AUDIT_ZOO = "mnist1d-fragility"
+if TYPE_CHECKING:
+    import pandas as pd
+
+# read_record and write_record are schema.py's; they are named here too for the callers that make records
+__all__ = ["ablation_tables", "failure_record", "git_commit", "read_record", "run_entry", "write_record"]
 MAX_FAILED_SHARE = 0.05  # an entry whose measure fails on more of a zoo's models gets a failure record
 
 
@@ -84,8 +89,8 @@ def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, predictions: pd.Se
 
 
 def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submission: dict | None = None,
-              audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, budget_s: float | None = 300,
-              n_boot: int = 1000, seed: int = 0, command: str = "", progress: bool = False,
+              audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, budget_s: float | None = BUDGET_S,
+              n_boot: int = N_BOOT, seed: int = SEED, command: str = "", progress: bool = False,
               cache: bool = True) -> dict[str, Any]:
     """Evaluate, score and audit one registered measure on a zoo; return its result record."""
     from ..device import resolve_device
@@ -129,115 +134,8 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     return json_safe(rec)
 
 
-def record_path(record: dict[str, Any], root: str | Path = RESULTS) -> Path:
-    """Where a record lives: ROOT/<zoo>/<name>.json."""
-    return Path(root) / record["zoo"]["name"] / f"{record['name']}.json"
-
-
-def write_record(record: dict[str, Any], root: str | Path = RESULTS) -> Path:
-    """Write a record atomically to ROOT/<zoo>/<name>.json."""
-    return write_json_atomic(record_path(record, root), json_safe(record))
-
-
-def read_record(path: str | Path) -> dict[str, Any]:
-    """Load and check one record (JSON only: nothing is unpickled)."""
-    path = Path(path)
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise GenbenchError(f"cannot read result record {path}: {e}") from None
-    missing = [k for k in ("schema", "name", "measure", "zoo", "status") if k not in rec]
-    if missing:
-        raise GenbenchError(f"{path} is not a genbench result record: missing {missing}")
-    if rec["schema"] != SCHEMA:
-        raise GenbenchError(f"{path} has record schema {rec['schema']}; this genbench reads schema {SCHEMA}")
-    return rec
-
-
-def load_records(root: str | Path = RESULTS, zoo: str | None = None) -> list[dict[str, Any]]:
-    """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name."""
-    root = Path(root)
-    if not root.is_dir():
-        raise GenbenchError(f"no result records at {root}: run `genbench submit` or `genbench leaderboard run` first, "
-                            "or pass --results DIR")
-    pattern = f"{zoo}/*.json" if zoo else "*/*.json"
-    recs = [read_record(p) for p in sorted(root.glob(pattern))]
-    if zoo and not recs:
-        zoos = sorted(p.name for p in root.iterdir() if p.is_dir())
-        raise GenbenchError(f"no records for zoo {zoo!r} under {root}; zoos with records: {zoos}")
-    return recs
-
-
-# ---------------------------------------------------------------- ranking
-
-
-def _score(rec: dict[str, Any], key: str) -> float:
-    v = ((rec.get("scores") or {}).get("values") or {}).get(key)
-    return float("nan") if v is None else float(v)
-
-
-def _interval(rec: dict[str, Any], key: str) -> tuple[float, float]:
-    iv = ((rec.get("scores") or {}).get("intervals") or {}).get(key) or [None, None]
-    return tuple(float("nan") if v is None else float(v) for v in iv)  # type: ignore[return-value]
-
-
-LOWER_IS_BETTER = {"mse", "sign_error_worst", "sign_error_p90", "sign_error_mean"}
-
-
-def rank_records(records: list[dict[str, Any]], sort: str = "kfold_r2") -> list[dict[str, Any]]:
-    """Rank the ok records of each zoo by `sort` (best first; failed and unscored last, unranked) and give
-    rank groups: walking down the ranking, an entry joins the current group while its 95% interval overlaps
-    the interval of the group's first entry, else it starts the next group."""
-    out = []
-    for zoo in sorted({r["zoo"]["name"] for r in records}):
-        recs = [dict(r) for r in records if r["zoo"]["name"] == zoo]
-        sign = 1.0 if sort in LOWER_IS_BETTER else -1.0
-        scored = sorted([r for r in recs if r["status"] == "ok" and math.isfinite(_score(r, sort))],
-                        key=lambda r: (sign * _score(r, sort), r["name"]))
-        group, lead = 0, None
-        for i, r in enumerate(scored, 1):
-            lo, hi = _interval(r, sort)
-            if lead is None or not _overlaps((lo, hi), lead):
-                group, lead = group + 1, (lo, hi)
-            r["rank"], r["rank_group"] = i, group
-        rest = [r for r in recs if r not in scored]
-        for r in rest:
-            r["rank"], r["rank_group"] = None, None
-        out += scored + sorted(rest, key=lambda r: r["name"])
-    return out
-
-
-def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    if not all(math.isfinite(v) for v in (*a, *b)):
-        return False
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
-COLUMNS = ("adj_r2", "kfold_r2", "mse", "tau", "psi", "cmi", "sign_error_worst")
-
-
-def leaderboard_table(records: list[dict[str, Any]], sort: str = "kfold_r2") -> pd.DataFrame:
-    """One row per record: zoo, rank, rank group, entry, kind, scores with intervals, verdict, citation."""
-    rows = []
-    for r in rank_records(records, sort):
-        row = {"zoo": r["zoo"]["name"], "rank": r["rank"], "group": r["rank_group"], "entry": r["name"],
-               "kind": r.get("kind"), "status": r["status"]}
-        for k in COLUMNS:
-            row[k] = _score(r, k)
-            row[k + "_lo"], row[k + "_hi"] = _interval(r, k)
-        row["fragility"] = (r.get("audit") or {}).get("verdict") or ("failed" if r["status"] != "ok" else "not audited")
-        row["citation"] = r.get("citation") or ""
-        row["failure"] = r.get("failure") or ""
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def aggregate_table(records: list[dict[str, Any]], sort: str = "kfold_r2") -> pd.DataFrame:
-    """Across zoos: each entry's mean rank over the zoos where it has a ranked record (lower is better)."""
-    t = leaderboard_table(records, sort)
-    t = t[t["rank"].notna()]
-    if t.empty:
-        return pd.DataFrame(columns=["entry", "mean_rank", "zoos"])
-    g = t.groupby("entry")["rank"].agg(["mean", "count"]).reset_index()
-    g.columns = ["entry", "mean_rank", "zoos"]
-    return g.sort_values(["mean_rank", "entry"]).reset_index(drop=True)
+def ablation_tables(records: Iterable[Mapping[str, Any]], zoo: str = DEFAULT_ZOO
+                    ) -> dict[str, pd.DataFrame] | None:
+    """The DEMOGEN Tables 1 and 4 from the built-in records of `zoo`, when they hold every margin entry."""
+    ok = [r for r in map(Record.of, records) if r.zoo_name == zoo and r.ok and r.builtin]
+    return demogen_tables(Scores(zoo, "gap", {r.measure: r.measure_scores() for r in ok}))

@@ -1,10 +1,10 @@
-"""The static leaderboard site: ranked tables per zoo, entry pages with chart and provenance; works from file://."""
+"""The static leaderboard site: ranked tables per zoo, entry pages with chart and provenance; works from file://.
+It renders only: the order is ranking.py's, the record is read through schema.py, the numbers through format.py."""
 from __future__ import annotations
 
 import hashlib
 import html
 import io
-import math
 import os
 import re
 import shutil
@@ -13,36 +13,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .format import DASH, DIGITS, interval, number, page_number, rank_text
+from .ranking import DEFAULT_SORT, MeanRank, by_zoo, mean_ranks, rank_records
+from .schema import SHOWN, WITH_INTERVAL, Record, finite, score_label, score_spec
+
 if TYPE_CHECKING:
     import pandas as pd
 
 ASSETS = Path(__file__).with_name("assets")
 ASSET_FILES = ("site.css", "site.js")
 MARKER = ".genbench-site"
-DASH = "\u2013"
 # Scripts only from the site's own files (never inline), so escaped or not, record text cannot run.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "base-uri 'none'; form-action 'none'")
-
-# key, header, tooltip, first sort direction (higher is better: descending first)
-SCORE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
-    ("adj_r2", "adj. R\u00b2", "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval",
-     "descending"),
-    ("kfold_r2", "k-fold R\u00b2", "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), "
-     "with its 95% bootstrap interval", "descending"),
-    ("tau", "Kendall \u03c4", "Kendall rank correlation of the measure with the gap", "descending"),
-    ("psi", "\u03a8", "granulated Kendall \u03c4 averaged over hyperparameter axes", "descending"),
-    ("cmi", "CMI", "conditional mutual information with the gap, minimised over hyperparameter sets",
-     "descending"),
-    ("sign_error_worst", "sign-error (worst)", "robust sign-error: worst case over environments (lower is "
-     "better)", "ascending"),
-)
-SCORE_LABELS = {
-    "adj_r2": "adjusted R\u00b2", "kfold_r2": "k-fold R\u00b2", "mse": "MSE", "tau": "Kendall \u03c4",
-    "psi": "\u03a8 (granulated \u03c4)", "cmi": "CMI", "cmi_pgdl": "CMI (PGDL)",
-    "sign_error_worst": "sign-error (worst)", "sign_error_p90": "sign-error (90th percentile)",
-    "sign_error_mean": "sign-error (mean)",
-}
 PROVENANCE_ORDER = ("genbench_version", "git_commit", "measure_version", "measure_source_hash", "device",
                     "seconds", "date", "command")
 
@@ -55,39 +38,6 @@ def esc(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def num(x: Any) -> float | None:
-    """A finite float, or None for None, NaN, infinities and anything not a number."""
-    if isinstance(x, bool) or x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def fmt(x: Any) -> str:
-    """A number for display: 3 decimals, 3 significant digits when very small or large, an en dash if missing."""
-    v = num(x)
-    if v is None:
-        return DASH
-    if v == 0:
-        return "0"
-    if abs(v) < 1e-2 or abs(v) >= 1e4:
-        return f"{v:.3g}"
-    return f"{v:.3f}"
-
-
-def fmt_interval(iv: Any) -> str:
-    """'[lo, hi]' for a pair of numbers, '' when there is no usable interval."""
-    if not isinstance(iv, (list, tuple)) or len(iv) != 2:
-        return ""
-    lo, hi = num(iv[0]), num(iv[1])
-    if lo is None and hi is None:
-        return ""
-    return f"[{fmt(lo)}, {fmt(hi)}]"
-
-
 def slug(text: str) -> str:
     """A file-name-safe, collision-resistant form of `text` (unchanged when it is already safe)."""
     text = str(text)
@@ -97,110 +47,41 @@ def slug(text: str) -> str:
     return f"{base}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
-def zoo_name(rec: Mapping[str, Any]) -> str:
-    """The zoo a record belongs to ('unknown' when it does not say)."""
-    z = rec.get("zoo")
-    if isinstance(z, Mapping):
-        return str(z.get("name") or "unknown")
-    return str(z) if z else "unknown"
-
-
-def is_ok(rec: Mapping[str, Any]) -> bool:
-    """Whether the record is a successful evaluation."""
-    return rec.get("status", "ok") == "ok"
-
-
-def scores_of(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's scores dict (empty when absent)."""
-    s = rec.get("scores")
-    return s if isinstance(s, dict) else {}
-
-
-def score(rec: Mapping[str, Any], key: str) -> float | None:
-    """One score value of a record, None when missing or NaN."""
-    vals = scores_of(rec).get("values")
-    return num(vals.get(key)) if isinstance(vals, Mapping) else None
-
-
-def interval(rec: Mapping[str, Any], key: str) -> Any:
-    """One score interval of a record, None when missing."""
-    ivs = scores_of(rec).get("intervals")
-    return ivs.get(key) if isinstance(ivs, Mapping) else None
-
-
 def _sort_attr(v: float | None) -> str:
     """The data-sort attribute of a numeric cell (empty: missing, sorted last)."""
     return "" if v is None else repr(float(v))
 
 
-# ---------------------------------------------------------------- ranking and grouping
-
-
-def group_by_zoo(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Records per zoo in display order; a zoo without ranks is ranked by k-fold R^2, failed records last."""
-    zoos: dict[str, list[dict[str, Any]]] = {}
-    for rec in records:
-        zoos.setdefault(zoo_name(rec), []).append(dict(rec))
-    for name, recs in zoos.items():
-        ok = [r for r in recs if is_ok(r)]
-        bad = sorted((r for r in recs if not is_ok(r)), key=lambda r: str(r.get("name", "")))
-        for r in bad:
-            r["rank"], r["rank_group"] = None, None
-        if not any(num(r.get("rank")) is not None for r in ok):
-            ok.sort(key=lambda r: (score(r, "kfold_r2") is None, -(score(r, "kfold_r2") or 0.0),
-                                   str(r.get("name", ""))))
-            prev, rank = object(), 0
-            for i, r in enumerate(ok, 1):
-                k = score(r, "kfold_r2")
-                if k is None or k != prev:
-                    rank, prev = i, k
-                r["rank"] = rank
-        ok.sort(key=lambda r: (num(r.get("rank")) is None, num(r.get("rank")) or 0.0, str(r.get("name", ""))))
-        zoos[name] = ok + bad
-    return zoos
-
-
-def aggregate(zoos: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per entry name: its rank in each zoo and the mean over the zoos where it has a successful record."""
-    rows: dict[str, dict[str, Any]] = {}
-    for zoo, recs in zoos.items():
-        for r in recs:
-            rank = num(r.get("rank"))
-            if not is_ok(r) or rank is None:
-                continue
-            row = rows.setdefault(str(r.get("name")), {"name": str(r.get("name")), "kind": r.get("kind"),
-                                                        "ranks": {}})
-            row["ranks"][zoo] = rank
-    for row in rows.values():
-        row["mean_rank"] = sum(row["ranks"].values()) / len(row["ranks"])
-        row["n_zoos"] = len(row["ranks"])
-    return sorted(rows.values(), key=lambda r: (r["mean_rank"], -r["n_zoos"], r["name"]))
+def _first(score: str) -> str:
+    """The first sort direction of a score's column: best first."""
+    return "ascending" if score_spec(score).lower_is_better else "descending"
 
 
 # ---------------------------------------------------------------- badges
 
 
-def badge(rec: Mapping[str, Any]) -> str:
+def _known(x: Any) -> Any:
+    return "?" if x is None else x
+
+
+def badge(rec: Record) -> str:
     """The fragility badge of a record: the verdict coloured, every check with its threshold in its title."""
-    if not is_ok(rec):
-        tip = "Evaluation failed: " + str(rec.get("failure") or "no reason recorded")
+    if not rec.ok:
+        tip = "Evaluation failed: " + str(rec.failure or "no reason recorded")
         return f'<span class="badge badge-failed" tabindex="0" title="{esc(tip)}">failed</span>'
-    audit = rec.get("audit")
-    if not isinstance(audit, Mapping):
+    if rec.audit is None:
         tip = "No fragility audit in this record."
         return f'<span class="badge badge-none" tabindex="0" title="{esc(tip)}">not audited</span>'
-    verdict = str(audit.get("verdict") or "not auditable")
-    lines = [f"Fragility audit on {audit.get('zoo') or 'the fragility zoo'}: {verdict}"]
-    for c in audit.get("checks") or []:
-        if not isinstance(c, Mapping):
-            continue
-        state = {True: "FAILED", False: "passed"}.get(c.get("failed"), "n/a")
-        line = (f"{state} {c.get('label', '?')} ({c.get('part', '?')}): {c.get('statistic', '?')} = "
-                f"{fmt(c.get('value'))}, fails when {c.get('threshold', '?')}")
-        if c.get("detail"):
-            line += f"; {c['detail']}"
+    verdict = str(rec.verdict or "not auditable")
+    lines = [f"Fragility audit on {rec.audit_zoo or 'the fragility zoo'}: {verdict}"]
+    for c in rec.checks:
+        state = {True: "FAILED", False: "passed"}.get(c.failed, "n/a")  # type: ignore[arg-type]
+        line = (f"{state} {_known(c.label)} ({_known(c.part)}): {_known(c.statistic)} = {page_number(c.value)}, "
+                f"fails when {_known(c.threshold)}")
+        if c.detail:
+            line += f"; {c.detail}"
         lines.append(line)
-    lines += [f"note: {n}" for n in audit.get("notes") or []]
+    lines += [f"note: {n}" for n in rec.audit_notes]
     cls = ("badge-robust" if verdict == "robust" else
            "badge-fragile" if ("fragile" in verdict or "blind" in verdict) else "badge-unknown")
     return f'<span class="badge {cls}" tabindex="0" title="{esc(chr(10).join(lines))}">{esc(verdict)}</span>'
@@ -234,52 +115,49 @@ def th(label: str, *, kind: str = "text", first: str = "ascending", tip: str = "
     return f'<th scope="col"{attrs}>{label}</th>'
 
 
-def num_td(v: Any, iv: Any = None) -> str:
+def num_td(v: Any, lo: Any = None, hi: Any = None) -> str:
     """A numeric cell with its sort key, and its interval beneath when given."""
-    ci = fmt_interval(iv) if iv is not None else ""
+    ci = interval(lo, hi, digits=DIGITS, compact=True)
     ci_html = f'<span class="ci">{esc(ci)}</span>' if ci else ""
-    return f'<td class="num" data-sort="{_sort_attr(num(v))}">{esc(fmt(v))}{ci_html}</td>'
+    return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(page_number(v))}{ci_html}</td>'
 
 
 def rank_td(v: Any) -> str:
     """A numeric cell showing a rank (an integer when it is one)."""
-    r = num(v)
-    return f'<td class="num" data-sort="{_sort_attr(r)}">{esc(DASH if r is None else fmt_rank(r))}</td>'
+    return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(rank_text(v, DASH))}</td>'
 
 
-def zoo_table(zoo: str, recs: list[dict[str, Any]], links: Mapping[tuple[str, int], str], tid: str) -> str:
+def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str) -> str:
     """The ranked, sortable, filterable table of one zoo."""
     head = "".join([
         th("Rank", kind="num", tip="rank on this zoo (primary score: k-fold R\u00b2)", cls="num"),
         th("Group", kind="num", tip="rank group from the ranking step: entries that cannot be told apart",
            cls="num"),
         th("Entry"), th("Kind"),
-        *(th(esc(lab), kind="num", first=first, tip=tip, cls="num") for _, lab, tip, first in SCORE_COLUMNS),
+        *(th(esc(score_spec(k).header), kind="num", first=_first(k), tip=score_spec(k).help, cls="num")
+          for k in SHOWN),
         th("Fragility", tip="verdict of the fragility audit; hover a badge for its checks"),
         th("Citation"),
     ])
     rows = []
     for i, r in enumerate(recs):
-        name = str(r.get("name", "?"))
-        sub = r.get("submission") if isinstance(r.get("submission"), Mapping) else None
-        sub_title = str(sub.get("title") or "") if sub else ""
-        search = " ".join([name, str(r.get("kind") or ""), str(r.get("citation") or ""), sub_title]).lower()
-        group = num(r.get("rank_group"))
-        cls = ["failed"] if not is_ok(r) else []
-        if group is not None:
-            cls.append("group-even" if int(group) % 2 == 0 else "group-odd")
-        cells = [rank_td(r.get("rank")), rank_td(group)]
+        sub_title = str(r.submission.get("title") or "") if r.submission else ""
+        search = " ".join([r.name, str(r.kind or ""), str(r.citation or ""), sub_title]).lower()
+        cls = ["failed"] if not r.ok else []
+        if r.rank_group is not None:
+            cls.append("group-even" if int(r.rank_group) % 2 == 0 else "group-odd")
+        cells = [rank_td(r.rank), rank_td(r.rank_group)]
         sub_html = f'<span class="subtitle">{esc(sub_title)}</span>' if sub_title else ""
-        cells.append(f'<td data-sort="{esc(name.lower())}"><a class="entry" href="{esc(links[(zoo, i)])}">'
-                     f"{esc(name)}</a>{sub_html}</td>")
-        cells.append(f"<td>{esc(r.get('kind') or DASH)}</td>")
-        for key, *_ in SCORE_COLUMNS:
-            cells.append(num_td(score(r, key), interval(r, key) if key in ("adj_r2", "kfold_r2") else None))
+        cells.append(f'<td data-sort="{esc(r.name.lower())}"><a class="entry" href="{esc(links[(zoo, i)])}">'
+                     f"{esc(r.name)}</a>{sub_html}</td>")
+        cells.append(f"<td>{esc(r.kind or DASH)}</td>")
+        for key in SHOWN:
+            cells.append(num_td(r.score(key), *(r.interval(key) if key in WITH_INTERVAL else ())))
         cells.append(f'<td data-sort="{esc(_verdict_key(r))}">{badge(r)}</td>')
-        cells.append(f"<td>{esc(r.get('citation') or DASH)}</td>")
-        rows.append(f'<tr class="{" ".join(cls)}" data-name="{esc(name)}" data-search="{esc(search)}">'
+        cells.append(f"<td>{esc(r.citation or DASH)}</td>")
+        rows.append(f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-search="{esc(search)}">'
                     + "".join(cells) + "</tr>")
-    n_ok = sum(is_ok(r) for r in recs)
+    n_ok = sum(r.ok for r in recs)
     caption = (f"{n_ok} ranked entr{'y' if n_ok == 1 else 'ies'}"
                f"{f', {len(recs) - n_ok} failed' if len(recs) > n_ok else ''}. Ranked by k-fold R\u00b2; "
                "intervals are 95% bootstrap intervals over models. Click a header to sort, again to reverse; "
@@ -294,15 +172,14 @@ def zoo_table(zoo: str, recs: list[dict[str, Any]], links: Mapping[tuple[str, in
     )
 
 
-def _verdict_key(r: Mapping[str, Any]) -> str:
+def _verdict_key(r: Record) -> str:
     """Sort key of the fragility column: the verdict text (failed and unaudited records sort as words too)."""
-    if not is_ok(r):
+    if not r.ok:
         return "~failed"
-    a = r.get("audit")
-    return str(a.get("verdict") or "not auditable") if isinstance(a, Mapping) else "~not audited"
+    return str(r.verdict or "not auditable") if r.audit is not None else "~not audited"
 
 
-def aggregate_table(rows: list[dict[str, Any]], zoos: list[str], links: Mapping[tuple[str, str], str]) -> str:
+def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[str, str], str]) -> str:
     """The mean-rank-across-zoos table, with its method in the caption."""
     head = "".join([th("Entry"), th("Kind"),
                     *(th(esc(z), kind="num", tip=f"rank on {z}", cls="num") for z in zoos),
@@ -310,50 +187,45 @@ def aggregate_table(rows: list[dict[str, Any]], zoos: list[str], links: Mapping[
                     th("Mean rank", kind="num", tip="mean of the per-zoo ranks", cls="num")])
     body = []
     for row in rows:
-        cells = [f'<td data-sort="{esc(row["name"].lower())}">{esc(row["name"])}</td>',
-                 f"<td>{esc(row.get('kind') or DASH)}</td>"]
+        cells = [f'<td data-sort="{esc(row.entry.lower())}">{esc(row.entry)}</td>',
+                 f"<td>{esc(row.kind or DASH)}</td>"]
         for z in zoos:
-            rank = row["ranks"].get(z)
+            rank = row.ranks.get(z)
             if rank is None:
                 cells.append(f'<td class="num" data-sort="">{DASH}</td>')
             else:
-                href = links.get((z, row["name"]))
-                txt = esc(fmt_rank(rank))
+                href = links.get((z, row.entry))
+                txt = esc(rank_text(rank))
                 inner = f'<a href="{esc(href)}">{txt}</a>' if href else txt
                 cells.append(f'<td class="num" data-sort="{_sort_attr(rank)}">{inner}</td>')
-        cells.append(f'<td class="num" data-sort="{row["n_zoos"]}">{row["n_zoos"]}</td>')
-        cells.append(f'<td class="num" data-sort="{_sort_attr(row["mean_rank"])}">{row["mean_rank"]:.2f}</td>')
-        body.append(f'<tr data-name="{esc(row["name"])}">' + "".join(cells) + "</tr>")
+        cells.append(f'<td class="num" data-sort="{row.zoos}">{row.zoos}</td>')
+        cells.append(f'<td class="num" data-sort="{_sort_attr(row.mean_rank)}">{number(row.mean_rank)}</td>')
+        body.append(f'<tr data-name="{esc(row.entry)}">' + "".join(cells) + "</tr>")
     caption = ("Method: for each entry, the arithmetic mean of its per-zoo ranks (the ranks of the tables "
                "above, primary score k-fold R\u00b2) over the zoos where it has a successful record; failed "
                "and missing entries are left out of a zoo rather than penalised, so compare mean ranks together "
-               "with the number of zoos. Sorted by mean rank, then by more zoos, then by name.")
+               "with the number of zoos. Sorted by mean rank, then by name.")
     return (f'<div class="table-wrap"><table class="sortable-table aggregate" id="aggregate">'
             f"<caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody></table></div>")
 
 
-def fmt_rank(rank: float) -> str:
-    """A rank as an integer when it is one."""
-    return str(int(rank)) if float(rank).is_integer() else fmt(rank)
-
-
 def ablation_table(key: str, df: pd.DataFrame, tid: str) -> str:
     """One DEMOGEN ablation table: measured scores with intervals beside the paper's values."""
-    cols = (("adj_r2", "adj. R\u00b2"), ("kfold_r2", "k-fold R\u00b2"), ("mse", "MSE \u00d710\u207b\u00b3"))
+    cols = ("adj_r2", "kfold_r2", "mse")  # as demogen_table gives them: MSE in units of 1e-3
     head = [th("Setting"), th("Measure")]
-    for k, lab in cols:
-        first = "ascending" if k == "mse" else "descending"
-        head.append(th(esc(lab), kind="num", first=first, tip=f"measured {lab}, 95% interval beneath",
+    for k in cols:
+        lab = score_spec(k).header + (" \u00d710\u207b\u00b3" if k == "mse" else "")
+        head.append(th(esc(lab), kind="num", first=_first(k), tip=f"measured {lab}, 95% interval beneath",
                        cls="num"))
-        head.append(th(f"paper {esc(lab)}", kind="num", first=first, tip="Jiang et al. 2019, CNN on CIFAR-10",
-                       cls="num"))
+        head.append(th(f"paper {esc(lab)}", kind="num", first=_first(k),
+                       tip="Jiang et al. 2019, CNN on CIFAR-10", cls="num"))
     body = []
     for row in df.to_dict("records"):
         cells = [f"<td>{esc(row.get('setting', DASH))}</td>", f"<td>{esc(row.get('measure', DASH))}</td>"]
-        for k, _ in cols:
-            cells.append(num_td(row.get(k), [row.get(f"{k}_lo"), row.get(f"{k}_hi")]))
-            paper = num(row.get(f"paper_{k}"))
+        for k in cols:
+            cells.append(num_td(row.get(k), row.get(f"{k}_lo"), row.get(f"{k}_hi")))
+            paper = finite(row.get(f"paper_{k}"))
             if paper is None:
                 cells.append('<td class="num" data-sort=""><span class="paper-negative" '
                              'title="reported as negative in the paper">negative</span></td>')
@@ -401,19 +273,6 @@ def chart_svg(gap: list[float], pred: list[float]) -> str:
     return svg.replace("<svg ", '<svg role="img" aria-label="predicted against true generalization gap" ', 1)
 
 
-def chart_points(rec: Mapping[str, Any]) -> tuple[list[float], list[float]]:
-    """The (true gap, held-out prediction) pairs of a record where both are finite."""
-    vals = rec.get("values")
-    if not isinstance(vals, Mapping):
-        return [], []
-    gap, pred = vals.get("gap"), vals.get("prediction")
-    if not isinstance(gap, list) or not isinstance(pred, list) or len(gap) != len(pred):
-        return [], []
-    pairs = [(num(g), num(p)) for g, p in zip(gap, pred)]
-    pairs = [(g, p) for g, p in pairs if g is not None and p is not None]
-    return [g for g, _ in pairs], [p for _, p in pairs]
-
-
 # ---------------------------------------------------------------- the entry page
 
 
@@ -429,20 +288,20 @@ def safe_url(url: Any) -> str | None:
     return u if re.match(r"https?://", u, re.I) else None
 
 
-def entry_page(rec: Mapping[str, Any], zoo: str, index_href: str) -> str:
+def entry_page(rec: Record, zoo: str, index_href: str) -> str:
     """The page of one entry on one zoo."""
-    name = str(rec.get("name", "?"))
-    zinfo = rec.get("zoo") if isinstance(rec.get("zoo"), Mapping) else {"name": zoo}
+    name = rec.name
+    zinfo = rec.zoo or {"name": zoo}
     parts = [f'<header class="page"><p><a href="{esc(index_href)}">\u2190 leaderboard</a></p>'
              f'<h1 id="entry-name">{esc(name)}</h1>'
-             f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.get("kind") or DASH)} \u00b7 '
-             f'{esc(rec.get("citation") or DASH)} \u00b7 {badge(rec)}</p></header>']
-    if not is_ok(rec):
+             f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.kind or DASH)} \u00b7 '
+             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}</p></header>']
+    if not rec.ok:
         parts.append('<section class="failure" id="failure"><h2>Evaluation failed</h2>'
-                     f'<p>{esc(rec.get("failure") or "no reason recorded")}</p>'
+                     f'<p>{esc(rec.failure or "no reason recorded")}</p>'
                      "<p>No scores or chart are shown for a failed record.</p></section>")
-    sub = rec.get("submission")
-    if isinstance(sub, Mapping):
+    sub = rec.submission
+    if sub is not None:
         url = safe_url(sub.get("paper_url"))
         items = [("title", sub.get("title")), ("authors", ", ".join(map(str, sub.get("authors") or [])) or None),
                  ("contact", sub.get("contact")), ("licence", sub.get("licence")), ("entry measure",
@@ -455,37 +314,32 @@ def entry_page(rec: Mapping[str, Any], zoo: str, index_href: str) -> str:
         parts.append(f'<section id="submission"><h2>Submission</h2>'
                      f'<p class="submission-title">{esc(sub.get("title") or DASH)}</p>{dl(items)}{paper}</section>')
     parts.append('<section id="record"><h2>Record</h2>' + dl([
-        ("measure", rec.get("measure")), ("kind", rec.get("kind")), ("citation", rec.get("citation")),
-        ("built-in", {True: "yes", False: "no"}.get(rec.get("builtin"), rec.get("builtin"))),
-        ("status", rec.get("status", "ok")), ("rank", fmt_rank(rec["rank"]) if num(rec.get("rank")) is not None
-                                              else None),
-        ("rank group", fmt_rank(rec["rank_group"]) if num(rec.get("rank_group")) is not None else None),
-        ("schema", rec.get("schema")),
+        ("measure", rec.measure), ("kind", rec.kind), ("citation", rec.citation),
+        ("built-in", {True: "yes", False: "no"}.get(rec.builtin, rec.builtin)),  # type: ignore[arg-type]
+        ("status", rec.status), ("rank", rank_text(rec.rank, DASH)), ("rank group", rank_text(rec.rank_group, DASH)),
+        ("schema", rec.schema),
     ]) + "</section>")
-    s = scores_of(rec)
-    if is_ok(rec) and s:
-        parts.append(scores_section(s))
-        gap, pred = chart_points(rec)
+    if rec.ok and rec.scores:
+        parts.append(scores_section(rec))
+        gap, pred = rec.predicted_gaps()
         if len(gap) >= 2:
-            k = score(rec, "kfold_r2")
             parts.append('<section id="chart-section"><h2>Predicted against true gap</h2>'
                          f'<figure class="chart" id="chart">{chart_svg(gap, pred)}<figcaption>'
                          f"{esc(name)} on {esc(zoo)}: each point is one model, its k-fold held-out prediction "
-                         f"of the gap against the true gap ({len(gap)} models, k-fold R\u00b2 = {esc(fmt(k))}); "
-                         "the dashed line is y = x.</figcaption></figure></section>")
+                         f"of the gap against the true gap ({len(gap)} models, k-fold R\u00b2 = "
+                         f"{esc(page_number(rec.score('kfold_r2')))}); the dashed line is y = x.</figcaption>"
+                         "</figure></section>")
         else:
             parts.append('<section id="chart-section"><h2>Predicted against true gap</h2><p class="muted">'
                          "This record holds no k-fold held-out predictions, so there is nothing to plot.</p>"
                          "</section>")
-    parts.append(audit_section(rec.get("audit")))
-    notes = [*(s.get("notes") or [])] if s else []
-    if notes:
-        parts.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{esc(n)}</li>" for n in notes)
+    parts.append(audit_section(rec))
+    if rec.notes:
+        parts.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
                      + "</ul></section>")
-    prov = rec.get("provenance") if isinstance(rec.get("provenance"), Mapping) else {}
-    cmd = prov.get("command")
+    prov = rec.provenance
     parts.append('<section id="reproduce"><h2>Reproduce</h2>' + (
-        f'<pre class="command" id="command"><code>{esc(cmd)}</code></pre>' if cmd else
+        f'<pre class="command" id="command"><code>{esc(rec.command)}</code></pre>' if rec.command else
         '<p class="muted">The record does not state its command.</p>') + "</section>")
     keys = [k for k in PROVENANCE_ORDER if k in prov] + sorted(k for k in prov if k not in PROVENANCE_ORDER)
     zoo_items = [(f"zoo {k}", zinfo.get(k)) for k in ("name", "version", "revision", "table_sha256")]
@@ -496,41 +350,36 @@ def entry_page(rec: Mapping[str, Any], zoo: str, index_href: str) -> str:
     return page(f"{name} on {zoo}", "\n".join(parts), "../../")
 
 
-def scores_section(s: Mapping[str, Any]) -> str:
+def scores_section(rec: Record) -> str:
     """The table of every score with its interval, and the fit's settings."""
-    values = s.get("values") if isinstance(s.get("values"), Mapping) else {}
-    ivs = s.get("intervals") if isinstance(s.get("intervals"), Mapping) else {}
-    keys = [k for k in SCORE_LABELS if k in values or k in ivs]
-    keys += sorted(k for k in set(values) | set(ivs) if k not in SCORE_LABELS)
-    rows = "".join(f"<tr><td>{esc(SCORE_LABELS.get(k, k))}</td>{num_td(values.get(k))}"
-                   f'<td class="num">{esc(fmt_interval(ivs.get(k)) or DASH)}</td></tr>' for k in keys)
-    meta = dl([("models scored", s.get("n")), ("models dropped", s.get("dropped")), ("target", s.get("target")),
-               ("transform", s.get("transform")),
-               ("intercept", fmt(s.get("intercept")) if "intercept" in s else None),
-               ("coefficients", ", ".join(fmt(c) for c in s.get("coef") or []) or None)])
+    rows = "".join(f"<tr><td>{esc(score_label(k))}</td>{num_td(rec.score(k))}"
+                   f'<td class="num">{esc(interval(*rec.interval(k), digits=DIGITS, compact=True) or DASH)}</td>'
+                   "</tr>" for k in rec.score_keys())
+    fit = rec.fit
+    meta = dl([("models scored", fit.n), ("models dropped", fit.dropped), ("target", fit.target),
+               ("transform", fit.transform), ("intercept", page_number(fit.intercept)),
+               ("coefficients", ", ".join(page_number(c) for c in fit.coef or []) or None)])
     return ('<section id="scores"><h2>Scores</h2>' + meta +
             '<div class="table-wrap"><table class="sortable-table scores" id="scores-table"><thead><tr>'
             + th("Score") + th("Value", kind="num", cls="num") + '<th class="num" data-nosort>95% interval</th>'
             + f"</tr></thead><tbody>{rows}</tbody></table></div></section>")
 
 
-def audit_section(audit: Any) -> str:
+def audit_section(rec: Record) -> str:
     """The fragility audit: verdict, every check with statistic, value and threshold, and its notes."""
-    if not isinstance(audit, Mapping):
+    if rec.audit is None:
         return '<section id="audit"><h2>Fragility audit</h2><p class="muted">Not audited.</p></section>'
     rows = []
-    for c in audit.get("checks") or []:
-        if not isinstance(c, Mapping):
-            continue
-        state = {True: "failed", False: "passed"}.get(c.get("failed"), "n/a")
-        rows.append(f'<tr class="check-{state.replace("/", "")}"><td>{esc(c.get("part"))}</td>'
-                    f"<td>{esc(c.get('label'))}</td><td>{esc(c.get('statistic'))}</td>{num_td(c.get('value'))}"
-                    f"<td>{esc(c.get('threshold'))}</td><td>{esc(state)}</td><td>{esc(c.get('detail'))}</td></tr>")
+    for c in rec.checks:
+        state = {True: "failed", False: "passed"}.get(c.failed, "n/a")  # type: ignore[arg-type]
+        rows.append(f'<tr class="check-{state.replace("/", "")}"><td>{esc(c.part)}</td>'
+                    f"<td>{esc(c.label)}</td><td>{esc(c.statistic)}</td>{num_td(c.value)}"
+                    f"<td>{esc(c.threshold)}</td><td>{esc(state)}</td><td>{esc(c.detail)}</td></tr>")
     head = (th("Part") + th("Label") + th("Statistic") + th("Value", kind="num", cls="num")
             + th("Fails when") + th("Result") + th("Detail"))
-    notes = "".join(f"<li>{esc(n)}</li>" for n in audit.get("notes") or [])
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rec.audit_notes)
     return ('<section id="audit"><h2>Fragility audit</h2>'
-            f"<p>Verdict on {esc(audit.get('zoo') or DASH)}: <strong>{esc(audit.get('verdict') or DASH)}</strong>"
+            f"<p>Verdict on {esc(rec.audit_zoo or DASH)}: <strong>{esc(rec.verdict or DASH)}</strong>"
             f'</p><div class="table-wrap"><table class="sortable-table checks" id="checks"><thead><tr>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             + (f"<ul>{notes}</ul>" if notes else "") + "</section>")
@@ -539,7 +388,7 @@ def audit_section(audit: Any) -> str:
 # ---------------------------------------------------------------- the site
 
 
-def index_page(zoos: Mapping[str, list[dict[str, Any]]], links: Mapping[tuple[str, int], str],
+def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int], str],
                ablation: Mapping[str, pd.DataFrame] | None, title: str) -> str:
     """The front page: one ranked table per zoo, the aggregate and the ablation tables."""
     ids = {z: f"zoo-{slug(z)}" for z in zoos}
@@ -559,10 +408,10 @@ def index_page(zoos: Mapping[str, list[dict[str, Any]]], links: Mapping[tuple[st
         parts.append(f'<section class="zoo" id="{ids[z]}"><h2>{esc(z)}</h2>'
                      + zoo_table(z, recs, links, f"table-{slug(z)}") + "</section>")
     if len(zoos) > 1:
-        by_name = {(z, str(r.get("name"))): links[(z, i)] for z, recs in zoos.items()
-                   for i, r in enumerate(recs) if is_ok(r)}
+        by_name = {(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok}
+        rows = mean_ranks([r for recs in zoos.values() for r in recs])
         parts.append('<section id="aggregate-section"><h2>Across zoos</h2>'
-                     + aggregate_table(aggregate(zoos), list(zoos), by_name) + "</section>")
+                     + mean_rank_table(rows, list(zoos), by_name) + "</section>")
     if ablation:
         tables = [ablation_table(k, df, f"ablation-{slug(k)}") for k, df in ablation.items()]
         parts.append('<section id="ablation"><h2>DEMOGEN ablations</h2>' + "\n".join(tables) + "</section>")
@@ -584,15 +433,16 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_site(records: list[dict], out: str | Path, *, ablation: dict[str, pd.DataFrame] | None = None,
-               title: str = "genbench leaderboard") -> Path:
-    """Write the static leaderboard site into `out` (built beside it, then swapped in); return index.html."""
+def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: str = DEFAULT_SORT,
+               ablation: Mapping[str, pd.DataFrame] | None = None, title: str = "genbench leaderboard") -> Path:
+    """Write the static leaderboard site of `records`, ranked by `sort`, into `out` (built beside it, then
+    swapped in); return index.html."""
     out = Path(out).resolve()
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).exists())):
         raise FileExistsError(f"{out} exists and is not a genbench site (no {MARKER} file); refusing to replace "
                               "it: choose an empty or new directory")
     out.parent.mkdir(parents=True, exist_ok=True)
-    zoos = group_by_zoo(records)
+    zoos = by_zoo(rank_records(records, sort))
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         (tmp / "assets").mkdir()
@@ -604,7 +454,7 @@ def write_site(records: list[dict], out: str | Path, *, ablation: dict[str, pd.D
             zdir.mkdir(parents=True)
             used: set[str] = set()
             for i, rec in enumerate(recs):
-                base = slug(str(rec.get("name", "entry")))
+                base = slug(rec.name)
                 fname, k = base, 1
                 while fname.lower() in used:
                     k += 1

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GenbenchError
-from ..measures import get_measure
+from ..measures import get_measure, import_measure_file
 from ..zoo.storage import load_zoo
-from .records import read_record, run_entry
-from .submission import import_measure_file
+from .records import run_entry
+from .schema import Record
 
 RTOL, ATOL = 1e-5, 1e-8
 
@@ -63,29 +63,26 @@ def _compare(path: str, old: Any, new: Any, out: list[tuple[str, Any, Any]], rto
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
     and check that the measure's source hash and the zoo's table hash are still those recorded."""
-    rec = read_record(path)
+    rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
-    sub = rec.get("submission") or {}
-    if sub.get("path"):
-        import_submission(sub["path"])
-    m = get_measure(rec["measure"])
-    prov = rec.get("provenance") or {}
-    if prov.get("measure_source_hash") and prov["measure_source_hash"] != m.source_hash:
-        v.problems.append(f"the source of {m.name} changed: recorded hash {prov['measure_source_hash'][:12]}..., "
+    if rec.submission_path:
+        import_submission(rec.submission_path)
+    m = get_measure(rec.measure)
+    if rec.source_hash and rec.source_hash != m.source_hash:
+        v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
                           f"now {m.source_hash[:12]}...")
-    zoo = load_zoo(rec["zoo"]["name"], **({"revision": rec["zoo"]["revision"]} if rec["zoo"].get("revision") else {}))
+    zoo = load_zoo(rec.zoo_name, **({"revision": rec.zoo_revision} if rec.zoo_revision else {}))
     table_hash = zoo.table_sha256
-    if rec["zoo"].get("table_sha256") and rec["zoo"]["table_sha256"] != table_hash:
-        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec['zoo']['table_sha256'][:12]}..., "
+    if rec.table_sha256 and rec.table_sha256 != table_hash:
+        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
                           f"now {str(table_hash)[:12]}... (rebuild or download the recorded zoo version)")
     if v.problems:
         return v
-    new = run_entry(m.name, zoo, name=rec["name"], submission=rec.get("submission"),
-                    audit_zoo=prov.get("audit_zoo"), device=device, n_boot=int(prov.get("n_boot", 1000)),
-                    seed=int(prov.get("seed", 0)), command=prov.get("command", ""), cache=False)
+    new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
+                           **rec.rerun_settings()))
     for key in ("status", "failure", "scores", "values"):
         _compare(key, rec.get(key), new.get(key), v.differences, rtol, atol)
-    old_audit, new_audit = rec.get("audit") or {}, new.get("audit") or {}
-    _compare("audit.verdict", old_audit.get("verdict"), new_audit.get("verdict"), v.differences, rtol, atol)
-    _compare("audit.checks", old_audit.get("checks"), new_audit.get("checks"), v.differences, rtol, atol)
+    _compare("audit.verdict", rec.verdict, new.verdict, v.differences, rtol, atol)
+    _compare("audit.checks", (rec.audit or {}).get("checks"), (new.audit or {}).get("checks"), v.differences, rtol,
+             atol)
     return v

@@ -1,7 +1,7 @@
-"""Generalization measures: the registry, the context a measure sees, the built-in catalogue and its checks."""
+"""Generalization measures: the registry, the context a measure sees, and the built-in catalogue."""
 from .context import BudgetExceeded, MeasureContext, TrainingSet
-from .check import CheckReport, check_measure
+from .files import import_measure_file
 from .registry import Measure, get_measure, list_measures, register_measure, resolve_measures
 
-__all__ = ["BudgetExceeded", "CheckReport", "check_measure", "Measure", "MeasureContext", "TrainingSet", "get_measure", "list_measures",
-           "register_measure", "resolve_measures"]
+__all__ = ["BudgetExceeded", "Measure", "MeasureContext", "TrainingSet", "get_measure",
+           "import_measure_file", "list_measures", "register_measure", "resolve_measures"]

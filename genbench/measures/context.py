@@ -5,29 +5,19 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..defaults import SEED
 from ..errors import GenbenchError
+from ..zoo.data import TrainingSet
 from ..zoo.data import augment as _augment
 
 
 class BudgetExceeded(RuntimeError):
     """Raised by `ctx.check_time()` when a measure has used up its time budget on one model."""
-
-
-@dataclass(frozen=True)
-class TrainingSet:
-    """The exact inputs and labels (corrupted ones included) one model was trained on, un-augmented."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    num_classes: int
-    data_kind: str = "signal"
-    augmentation: dict[str, Any] = field(default_factory=dict)
 
 
 def derive_seed(*parts: Any) -> int:
@@ -39,7 +29,7 @@ class MeasureContext:
     """Everything a measure may use on one model; undeclared needs raise a clear error."""
 
     def __init__(self, *, model: nn.Module, probe_layers: list[str], device: str = "cpu",
-                 measure: str = "measure", needs: tuple[str, ...] = (), seed: int = 0,
+                 measure: str = "measure", needs: tuple[str, ...] = (), seed: int = SEED,
                  budget_s: float | None = None, train: TrainingSet | None = None,
                  init_model: Callable[[], nn.Module] | nn.Module | None = None,
                  memo: dict[Any, Any] | None = None):

@@ -31,17 +31,18 @@ def list_families() -> list[str]:
 
 def build_model(family: str, config: dict[str, Any]) -> nn.Module:
     """Instantiate `family` from `config` (the dict stored in every checkpoint's header)."""
-    if family not in _FAMILIES:
-        raise did_you_mean(family, _FAMILIES, what="architecture family")
+    cls = family_class(family)
     try:
-        return _FAMILIES[family](**config)
+        return cls(**config)
     except (TypeError, ValueError) as e:
         raise GenbenchError(f"bad config for architecture family {family!r}: {e}") from None
 
 
-def probe_layers(model: nn.Module) -> list[str]:
-    """Module names of the probe layers: input plus three evenly spaced hidden representations."""
-    return list(model.probe_layers())
+def family_class(family: str) -> type[nn.Module]:
+    """The class registered as `family` (its class attributes tell trainers what it supports)."""
+    if family not in _FAMILIES:
+        raise did_you_mean(family, _FAMILIES, what="architecture family")
+    return _FAMILIES[family]
 
 
 def evenly_spaced(names: list[str], k: int = 3) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError
 from ..fileio import json_safe
 from ..measures import Measure, get_measure
@@ -334,8 +335,8 @@ def _control_check(control: pd.DataFrame, th: Thresholds, reason: str | None) ->
                  f"{control['model_id'].nunique()} models; worst at alpha={worst['alpha']:g}")
 
 
-def audit_table(t: pd.DataFrame, *, axes: list[str], n_test: int, sign: float = 1.0, n_boot: int = 1000,
-                seed: int = 0, thresholds: Thresholds | None = None) -> dict[str, Any]:
+def audit_table(t: pd.DataFrame, *, axes: list[str], n_test: int, sign: float = 1.0, n_boot: int = N_BOOT,
+                seed: int = SEED, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Parts 1-5 on a table with columns arm ('base' or a twin's perturbation), the grid `axes` (those of the
     twin's baseline), mu (the measure) and err (test error). Returns the tables, checks and notes."""
     th = thresholds or Thresholds()
@@ -403,12 +404,12 @@ def rescaling_control(m: Measure, zoo: Zoo, ids: list[str], to_scalar: Any, *, d
     """Part 6: the measure on each model and on copies rescaled by alpha / 1/alpha around a ReLU (same function)."""
     import copy
 
-    from ..harness.evaluate import make_context, run_measure, training_set
+    from ..harness.evaluate import make_context, run_measure
     from ..measures.weights import rescale_relu_pair
     rows = []
     for mid in ids:
         model = zoo.load_model(mid, device=device)
-        train = training_set(zoo, mid)
+        train = zoo.training_set(mid)
         init = zoo.load_model(mid, init=True, device=device) if "init_weights" in m.needs else None
 
         def value(net: Any) -> float:
@@ -436,7 +437,7 @@ def _control_models(base_ids: list[str], n: int) -> list[str]:
 
 
 def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = None, *, device: str | None = None,
-          seed: int = 0, control_models: int = 4, n_boot: int = 1000, thresholds: Thresholds | None = None,
+          seed: int = SEED, control_models: int = 4, n_boot: int = N_BOOT, thresholds: Thresholds | None = None,
           cache: bool = True, progress: bool = True) -> FragilityReport:
     """The fragility audit (DESIGN section 7) of one measure on a zoo, computing its values first if needed.
 

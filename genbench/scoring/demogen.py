@@ -42,3 +42,10 @@ def demogen_table(scores: Scores, which: int = 1) -> pd.DataFrame:
         row.update(paper_adj_r2=p_adj, paper_kfold_r2=p_kf, paper_mse=p_mse)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def demogen_tables(scores: Scores) -> dict[str, pd.DataFrame] | None:
+    """Tables 1 and 4 by name, when `scores` hold every measure they need (else None)."""
+    if not all(m in scores.items for m in MEASURES):
+        return None
+    return {"Table 1": demogen_table(scores, 1), "Table 4": demogen_table(scores, 4)}

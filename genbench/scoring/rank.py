@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError
 
 Score = float | np.ndarray  # a float, or [B] for [B, n] weights
@@ -579,7 +580,7 @@ def robust_sign_error(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, n_test: int
 # ---------------------------------------------------------------- bootstrap
 
 
-def bootstrap_weights(n: int, B: int = 1000, seed: int = 0) -> np.ndarray:
+def bootstrap_weights(n: int, B: int = N_BOOT, seed: int = SEED) -> np.ndarray:
     """[B, n] multinomial counts: B resamples of n models with replacement (seeded, reproducible)."""
     if n < 1 or B < 1:
         raise GenbenchError(f"bootstrap needs n >= 1 models and B >= 1 resamples; got n={n}, B={B}")

@@ -9,6 +9,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import KFold
 
+from ..defaults import SEED
+
 K_FOLDS = 10
 
 
@@ -31,7 +33,7 @@ def adjusted_r2(r2: float | np.ndarray, n: int, p: int) -> float | np.ndarray:
     return 1.0 - (1.0 - r2) * (n - 1) / (n - p - 1)
 
 
-def fold_ids(n: int, k: int = K_FOLDS, seed: int = 0) -> np.ndarray:
+def fold_ids(n: int, k: int = K_FOLDS, seed: int = SEED) -> np.ndarray:
     """Fold of each of n models: scikit-learn's KFold, shuffled with a fixed seed."""
     ids = np.empty(n, dtype=int)
     for f, (_, test) in enumerate(KFold(k, shuffle=True, random_state=seed).split(np.zeros(n))):
@@ -39,7 +41,7 @@ def fold_ids(n: int, k: int = K_FOLDS, seed: int = 0) -> np.ndarray:
     return ids
 
 
-def fit(x: np.ndarray, y: np.ndarray, *, k: int = K_FOLDS, seed: int = 0) -> RegressionResult:
+def fit(x: np.ndarray, y: np.ndarray, *, k: int = K_FOLDS, seed: int = SEED) -> RegressionResult:
     """Fit y ~ a^T x + b on all models (adjusted R^2) and by k-fold cross-validation (mean held-out R^2, MSE)."""
     n, p = x.shape
     model = LinearRegression().fit(x, y)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
@@ -15,10 +16,45 @@ from . import rank
 from .regression import K_FOLDS, RegressionResult, bootstrap, fit
 
 TARGETS = ("gap", "test_acc")
-N_BOOT = 1000
 LEVEL = 0.95
-SCORE_NAMES = ("adj_r2", "kfold_r2", "mse", "tau", "psi", "cmi", "cmi_pgdl", "sign_error_worst",
-               "sign_error_p90", "sign_error_mean")
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score a measure gets: its key in records, its names for people, and which way is better."""
+
+    name: str
+    label: str                    # full name (the entry page)
+    header: str                   # column header (the web page)
+    ascii: str                    # column header (the terminal)
+    help: str                     # what it measures (tooltips)
+    lower_is_better: bool = False
+
+
+# THE list of scores, in display order; records, rankings, tables and the page all read it.
+SCORES: tuple[Score, ...] = (
+    Score("adj_r2", "adjusted R\u00b2", "adj. R\u00b2", "adj R2",
+          "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval"),
+    Score("kfold_r2", "k-fold R\u00b2", "k-fold R\u00b2", "k-fold R2",
+          "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), with its 95% bootstrap "
+          "interval"),
+    Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
+          lower_is_better=True),
+    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap"),
+    Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
+          "granulated Kendall \u03c4 averaged over hyperparameter axes"),
+    Score("cmi", "CMI", "CMI", "CMI",
+          "conditional mutual information with the gap, minimised over hyperparameter sets"),
+    Score("cmi_pgdl", "CMI (PGDL)", "CMI (PGDL)", "CMI (PGDL)",
+          "conditional mutual information as the PGDL competition computed it"),
+    Score("sign_error_worst", "sign-error (worst)", "sign-error (worst)", "sign-err worst",
+          "robust sign-error: worst case over environments (lower is better)", lower_is_better=True),
+    Score("sign_error_p90", "sign-error (90th percentile)", "sign-error (p90)", "sign-err p90",
+          "robust sign-error: 90th percentile over environments (lower is better)", lower_is_better=True),
+    Score("sign_error_mean", "sign-error (mean)", "sign-error (mean)", "sign-err mean",
+          "robust sign-error: mean over environments (lower is better)", lower_is_better=True),
+)
+SCORE_NAMES = tuple(s.name for s in SCORES)
 
 
 @dataclass
@@ -120,7 +156,7 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
 
 def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
                   transform: str | None, target: str, n_test: int, dropped: int = 0, k: int = K_FOLDS,
-                  seed: int = 0, n_boot: int = N_BOOT) -> MeasureScores:
+                  seed: int = SEED, n_boot: int = N_BOOT) -> MeasureScores:
     """Every score of one measure on complete rows; what cannot be computed gets NaN and a note."""
     s = MeasureScores(measure=name, kind=kind, transform=transform, target=target, n=len(y), dropped=dropped,
                       features=x.shape[1])
@@ -193,7 +229,7 @@ def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame,
 
 
 def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str | None = "auto", *,
-          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = 0, n_boot: int = N_BOOT) -> Scores:
+          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = SEED, n_boot: int = N_BOOT) -> Scores:
     """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
 
     transform "auto" uses each measure's own phi (log for "_log" measures); "log" / "linear" force one."""

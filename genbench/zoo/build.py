@@ -12,11 +12,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .. import __version__
+from .. import remote
 from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
 from ..paths import zoos_dir
+from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
 from .recipe import ModelSpec, Recipe, load_recipe
@@ -82,7 +83,6 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     dataset_name = str(recipe.dataset.get("path", recipe.dataset["name"]))
     desc = f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} models to train on {device})"
     if executor == "ray":
-        from ..harness.ray_executor import build_on_ray
         finished = build_on_ray(root, todo, pool, device, dataset_name, done, address=address, desc=desc,
                                 progress=progress)
     else:
@@ -112,6 +112,29 @@ def build_group(root: Path, group: list[ModelSpec], pool: Pool, device: str, dat
     This is the unit of work of every executor."""
     trained = _train(group, pool, device, tick or (lambda active: None))
     return [_write_model(root, t, pool, device, dataset_name) for t in trained if t.spec.model_id not in done]
+
+
+def _build_task(pool: Any, root: str, group: list[Any], device: str, dataset_name: str,
+                done: set[str]) -> list[dict[str, Any]]:
+    """One stackable group trained and written on a Ray worker: exactly the local executor's unit of work."""
+    return build_group(Path(root), group, pool, remote.worker_device(device), dataset_name, done)
+
+
+def build_on_ray(root: Path, groups: list[list[Any]], pool: Any, device: str, dataset_name: str, done: set[str], *,
+                 address: str | None = None, desc: str = "building", progress: bool = True) -> Iterator[list[dict[str, Any]]]:
+    """Each group's table rows as its Ray task finishes; failed groups are reported together at the end
+    (the others are kept, so a re-run trains only what failed)."""
+    calls = [(str(Path(root).resolve()), g, device, dataset_name, done & {s.model_id for s in g}) for g in groups]
+    pending = remote.submit(_build_task, calls, device=device, address=address, shared=[pool])
+    failures = []
+    for i, result in remote.as_completed(pending, desc=f"{desc} (ray)", unit="group", progress=progress):
+        if isinstance(result, BaseException):
+            failures.append(f"group of {groups[i][0].model_id} ({len(groups[i])} models): {remote.task_error(result)}")
+        else:
+            yield result
+    if failures:
+        raise GenbenchError(f"{len(failures)} of {len(groups)} training task(s) failed; the other models are "
+                            "saved, so running the build again retries only these:\n" + "\n".join(failures))
 
 
 def _build_local(root: Path, todo: list[list[ModelSpec]], pool: Pool, device: str, dataset_name: str,

@@ -2,7 +2,7 @@
 per-model training subsets and label corruption derived from recorded seeds, and augmentations."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,17 @@ class Pool:
     def tensors(self) -> dict[str, torch.Tensor]:
         """The four tensors, as stored in a zoo's dataset.safetensors."""
         return {"x_train": self.x_train, "y_train": self.y_train, "x_test": self.x_test, "y_test": self.y_test}
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """The exact inputs and labels (corrupted ones included) one model was trained on, un-augmented."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    num_classes: int
+    data_kind: str = "signal"
+    augmentation: dict[str, Any] = field(default_factory=dict)
 
 
 def _mnist1d(spec: dict[str, Any]) -> Pool:

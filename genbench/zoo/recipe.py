@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +118,10 @@ def _seed(*parts: Any) -> int:
 
 
 def recipes_dir() -> Path:
-    """Where named recipes live: $GENBENCH_RECIPES, else the repository's model_zoo/."""
+    """Where named recipes live: $GENBENCH_RECIPES, else the package's recipes (package data; in the repository
+    genbench/zoo/recipes links to model_zoo/, the folder people read them in)."""
     env = os.environ.get("GENBENCH_RECIPES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "model_zoo"
+    return Path(env) if env else Path(str(resources.files(__package__) / "recipes"))
 
 
 def list_recipes() -> list[str]:

@@ -2,9 +2,11 @@
 object that reads it: the table, models at their final or initial weights, and their exact data."""
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
-from functools import cached_property
+from collections.abc import Iterable
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,12 @@ from ..errors import GenbenchError, did_you_mean
 from ..fileio import atomic_write, sha256_file
 from ..models import build_model
 from ..paths import zoos_dir
-from .data import Pool, load_pool, train_subset
+from .data import Pool, TrainingSet, load_pool, train_subset
+from .recipe import TRAIN_DEFAULTS, list_recipes
 
 MANIFEST = "zoo.json"
 TABLE = "models.parquet"
 DATASET = "dataset.safetensors"
-FORMAT_VERSION = 1
 TIMING_COLUMNS = ("train_seconds",)  # differ between otherwise identical builds
 
 
@@ -174,6 +176,41 @@ class Zoo:
                                    label_noise=float(row["hp.label_noise"]), data_seed=int(row["train_indices_seed"]))
         return self.pool.x_train[idx], labels
 
+    def training_set(self, model_id: str) -> TrainingSet:
+        """What a measure may see of one model's data: its exact training set, plus how its data kind is
+        augmented; nothing else of the zoo."""
+        x, y = self.train_data(model_id)
+        train = {**TRAIN_DEFAULTS, **self.manifest.get("recipe_effective", {}).get("train", {})}
+        kind = self.manifest.get("data_kind", "signal")
+        aug = {"shift": int(train["aug_shift"])}
+        if kind == "signal":
+            aug["noise"] = float(train["aug_noise"])
+        return TrainingSet(x=x, y=y, num_classes=int(self.manifest["num_classes"]), data_kind=kind, augmentation=aug)
+
+    def select_models(self, models: str | Iterable[str] | None) -> list[str]:
+        """Model ids of the zoo: all, those matching glob pattern(s), or the listed ids (checked)."""
+        ids = self.model_ids
+        if models is None:
+            return ids
+        chosen: list[str] = []
+        for pat in [models] if isinstance(models, str) else list(models):
+            if any(ch in pat for ch in "*?["):
+                hits = [i for i in ids if fnmatch.fnmatchcase(i, pat)]
+                if not hits:
+                    raise GenbenchError(f"no model of zoo {self.name!r} matches {pat!r}")
+                chosen += hits
+            elif pat in ids:
+                chosen.append(pat)
+            else:
+                raise did_you_mean(pat, ids, what=f"model id in zoo {self.name!r}:")
+        return list(dict.fromkeys(chosen))
+
+    @property
+    def ref(self) -> tuple[str, str | None, str | None, str | None]:
+        """What another process needs to open the same zoo (`open_zoo_ref`): folder, Hub commit and repo, and
+        the table's file hash (so a worker never reuses a zoo whose table has changed since)."""
+        return str(Path(self.root).resolve()), self.revision, self.repo_id, self.manifest["files"].get(TABLE)
+
     def test_data(self, model_id: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The clean test set (for the harness only: it is never handed to a measure)."""
         self.row(model_id)
@@ -206,7 +243,7 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
     (at `revision`, default main; only the `models` matching these ids or glob patterns, default all)."""
     s = str(name_or_path)
     if s.startswith("hf://"):
-        from ..hub import download_zoo
+        from .hub import download_zoo
         return download_zoo(s, revision=revision, models=models)
     if revision is not None or models is not None:
         raise GenbenchError(f"revision= and models= apply to zoos on the Hub (hf://ORG/NAME), not to {s!r}")
@@ -215,8 +252,17 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
         return Zoo(p)
     if (zoos_dir() / s / MANIFEST).is_file():
         return Zoo(zoos_dir() / s)
-    from .recipe import list_recipes
     hint = (f"It has a recipe: build it with `genbench zoo build {s}`." if s in list_recipes()
             else f"For a zoo on the Hugging Face Hub write hf://{s}." if s.count("/") == 1 and not p.exists()
             else "`genbench zoo list` shows the local zoos and the recipes.")
     raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)
+
+
+@lru_cache(maxsize=4)
+def open_zoo_ref(root: str, revision: str | None, repo_id: str | None, table_sha256: str | None) -> Zoo:
+    """The zoo of a `Zoo.ref` inside a worker, opened once per process: the same folder (a shared filesystem),
+    or for a Hub zoo whose folder this node lacks, the same commit downloaded here."""
+    if repo_id is not None and not Path(root).is_dir():
+        from .hub import download_zoo
+        return download_zoo(repo_id, revision=revision)
+    return Zoo(root, revision=revision, repo_id=repo_id)

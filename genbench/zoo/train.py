@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from ..models import build_model
+from ..models import build_model, family_class
 from .data import Pool, apply_augmentation, draw_augmentation, train_subset
 from .recipe import ModelSpec
 
@@ -49,9 +49,8 @@ def init_model(spec: ModelSpec, pool: Pool) -> nn.Module:
 
 def group_key(spec: ModelSpec) -> str:
     """Models with equal keys can be trained as one stacked model."""
-    arch = dict(spec.arch)
-    if spec.family == "mlp":
-        arch.pop("dropout", None)  # the fast path takes a dropout rate per model
+    per_model = getattr(family_class(spec.family), "per_model_settings", ())  # its stacked forward takes these per model
+    arch = {k: v for k, v in spec.arch.items() if k not in per_model}
     t = spec.train
     return json.dumps([spec.family, arch, t["optimizer"], t["batch_size"], t["train_size"], t["epochs"],
                        t["lr_milestones"], t["lr_gamma"], t["stop"]], sort_keys=True, default=str)
@@ -221,56 +220,11 @@ def _views(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch
     return out
 
 
-def _dropout_codes(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-model int16 thresholds and rescaling for dropout masks drawn as 16-bit random codes.
-
-    A code in [-32768, 32767] keeps its unit when it is <= the threshold, so the keep probability is
-    quantised to 1/65536 (0.8 -> 0.8000031) and the survivors are scaled by the inverse of that probability."""
-    kept = torch.round(keep * 65536).clamp(1, 65536)
-    return (kept - 32769).to(torch.int16), 65536 / kept
-
-
-def _dropout_mask(h: torch.Tensor, codes: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Scaled dropout mask for stacked activations `h` (models, batch, units), each model with its own rate.
-
-    Four codes per 64-bit draw of the generator: mask generation dominated stacked training on CPU when
-    each unit drew its own float."""
-    n = h.numel()
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=h.device).random_(-2 ** 63, None)
-    thr, scale = codes
-    return (bits.view(torch.int16)[:n].view_as(h) <= thr) * scale
-
-
-def _mlp_forward(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor, *,
-                 depth: int, batchnorm: bool, dropout: tuple[torch.Tensor, torch.Tensor] | None,
-                 train: bool) -> torch.Tensor:
-    """Stacked MLP forward: one baddbmm per layer, batchnorm for all models in one native call."""
-    h = x.flatten(2)
-    for i in range(depth):
-        pre = f"blocks.{i}."
-        h = torch.baddbmm(params[pre + "fc.bias"].unsqueeze(1), h, params[pre + "fc.weight"].transpose(1, 2))
-        if batchnorm:
-            m, b, c = h.shape
-            flat = F.batch_norm(h.transpose(0, 1).reshape(b, m * c), buffers[pre + "bn.running_mean"].view(-1),
-                                buffers[pre + "bn.running_var"].view(-1), params[pre + "bn.weight"].reshape(-1),
-                                params[pre + "bn.bias"].reshape(-1), training=train, momentum=0.1, eps=1e-5)
-            if train:
-                buffers[pre + "bn.num_batches_tracked"].add_(1)
-            h = flat.reshape(b, m, c).transpose(0, 1)
-        h = torch.relu(h)
-        if train and dropout is not None:
-            h = h * _dropout_mask(h, dropout)
-    return torch.baddbmm(params["head.bias"].unsqueeze(1), h, params["head.weight"].transpose(1, 2))
-
-
 def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> Callable[..., torch.Tensor]:
-    """forward(params, buffers, x (M, B, ...), train) -> logits (M, B, classes) for one group."""
-    if specs[0].family == "mlp":
-        rates = torch.tensor([float(s.arch.get("dropout", 0.0)) for s in specs], device=device)
-        codes = _dropout_codes((1 - rates).view(-1, 1, 1)) if bool((rates > 0).any()) else None
-        cfg = model.config
-        return lambda p, b, x, train: _mlp_forward(p, b, x, depth=cfg["depth"], batchnorm=cfg["batchnorm"],
-                                                   dropout=codes, train=train)
+    """forward(params, buffers, x (M, B, ...), train) -> logits (M, B, classes) for one group: the family's own
+    stacked forward when it has one, else the module vmapped over the model axis."""
+    if hasattr(model, "stacked_forward"):
+        return model.stacked_forward([s.arch for s in specs], device)
     base = copy.deepcopy(model).to("meta")
 
     def forward(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor, train: bool) -> torch.Tensor:

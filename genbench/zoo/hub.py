@@ -1,9 +1,8 @@
-"""The Hugging Face Hub: download zoos (every file checked against zoo.json, the commit recorded) and
-publish zoos and leaderboard result records as dataset repos."""
+"""Zoos on the Hugging Face Hub: download them (every file checked against zoo.json, the commit recorded) and
+publish them as dataset repos; also the Hub client plumbing that publishing result records reuses."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -13,10 +12,11 @@ from typing import Any
 
 import yaml
 
-from . import __version__
-from .errors import GenbenchError
-from .fileio import write_text_atomic
-from .zoo.storage import DATASET, MANIFEST, TABLE, Zoo
+from ..errors import GenbenchError
+from ..fileio import write_text_atomic
+from ..version import __version__
+from .card import dataset_card
+from .storage import DATASET, MANIFEST, TABLE, Zoo, load_zoo
 
 SCHEME = "hf://"
 DEFAULT_REVISION = "main"
@@ -103,8 +103,6 @@ def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[
                  force: bool = False) -> Zoo:
     """Download a zoo (or only the `models` matching ids / glob patterns) from a Hub dataset repo into the
     HF cache, check every file against its sha256, and open it; `zoo.revision` is the commit loaded."""
-    from .harness.evaluate import select_models
-
     repo_id = parse_repo(repo)
     root = _snapshot(repo_id, revision or DEFAULT_REVISION, list(META_FILES), force=force)
     commit = root.name  # the cache names each snapshot folder by its commit SHA
@@ -112,7 +110,7 @@ def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[
         raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) is not a genbench zoo: it has no {MANIFEST}")
     Zoo(root, revision=commit, repo_id=repo_id)  # manifest and table checked (the table against its sha256)
     full = Zoo(root)  # every model of the table, downloaded or not
-    wanted = select_models(full, models)
+    wanted = full.select_models(models)
     files = [p for mid in wanted for p in (full.row(mid)["checkpoint"], full.row(mid)["init_checkpoint"])]
     patterns = ["checkpoints/*"] if models is None else _exact(files)
     _snapshot(repo_id, commit, patterns, force=force)
@@ -142,7 +140,7 @@ class Pushed:
         return f"{hub_endpoint() or 'https://huggingface.co'}/datasets/{self.repo_id}"
 
 
-def _upload(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
+def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
     """Create the dataset repo (if needed) and upload exactly `files` of `folder` in one go."""
     if api is None:
         from huggingface_hub import HfApi
@@ -189,9 +187,6 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
 
     The zoo is verified first; a missing dataset card is written, one without the models.parquet
     config is refused (so the table always opens with `datasets.load_dataset`)."""
-    from .zoo.card import dataset_card
-    from .zoo.storage import load_zoo
-
     if str(zoo).startswith(SCHEME):
         raise GenbenchError(f"{zoo} is already on the Hub; push a local zoo folder (or a locally built zoo's name)")
     z = load_zoo(zoo)
@@ -209,25 +204,5 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
                             f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")
     files = [f for f in META_FILES if (z.root / f).is_file()]
     files += [p for pair in zip(z.table["checkpoint"], z.table["init_checkpoint"]) for p in pair]
-    return _upload(z.root, repo_id, files, private=private, api=api,
+    return upload_files(z.root, repo_id, files, private=private, api=api,
                    message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
-
-
-def push_results(folder: str | Path, repo: str, *, private: bool = False, api: Any = None) -> Pushed:
-    """Publish a folder of leaderboard result records (JSON files, sub-folders kept) as a Hub dataset repo."""
-    root = Path(folder).expanduser()
-    if not root.is_dir():
-        raise GenbenchError(f"{root} is not a folder of result records (e.g. leaderboard/results)")
-    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.json")
-                   if not any(part.startswith(".") for part in p.relative_to(root).parts))
-    if not files:
-        raise GenbenchError(f"{root} holds no result records (*.json); run `genbench submit` first")
-    for rel in files:
-        try:
-            record = json.loads((root / rel).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise GenbenchError(f"result record {root / rel} is not valid JSON ({e}); fix or remove it") from None
-        if not isinstance(record, dict):
-            raise GenbenchError(f"result record {root / rel} holds a {type(record).__name__}, not a JSON object")
-    return _upload(root, parse_repo(repo), files, private=private, api=api,
-                   message=f"genbench {__version__}: {len(files)} result record(s)")

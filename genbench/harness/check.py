@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from ..defaults import CHECK_ZOO, SEED
+from ..device import resolve_device
 from ..errors import GenbenchError
-from .registry import Measure, resolve_measures
-from .weights import rescale_relu_pair
-
-CHECK_ZOO = "digits-mlp"
+from ..measures.registry import Measure, resolve_measures
+from ..measures.weights import rescale_relu_pair
+from ..zoo import build_zoo, load_zoo, local_zoos
+from .evaluate import evaluate_one, make_context, run_measure
 RESCALE_ALPHA = 3.0
 RTOL_DETERMINISM = 1e-6
 RTOL_INVARIANCE = 1e-3
@@ -68,13 +70,9 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
     return a is not None and b is not None and np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=1e-12)
 
 
-def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, *, models: int = 2, seed: int = 0,
+def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, *, models: int = 2, seed: int = SEED,
                   budget_s: float = 60.0, device: str | None = None) -> CheckReport:
     """Run the conformance suite for one registered measure on the first `models` models of a small zoo."""
-    from ..device import resolve_device
-    from ..harness.evaluate import evaluate_one, make_context, run_measure, training_set
-    from ..zoo import build_zoo, load_zoo, local_zoos
-
     (m,) = resolve_measures(measure)
     if zoo is None:
         zoo = load_zoo(CHECK_ZOO) if CHECK_ZOO in local_zoos() else build_zoo(CHECK_ZOO, progress=False)
@@ -104,7 +102,7 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     report.add("no test data touched", guarded.test_reads == 0, f"{guarded.test_reads} test-data reads")
     if "relu_rescale" in m.invariances:
         model = zoo.load_model(ids[0], device=device)
-        ctx = make_context(m, model=rescale_relu_pair(model, RESCALE_ALPHA), train=training_set(zoo, ids[0]),
+        ctx = make_context(m, model=rescale_relu_pair(model, RESCALE_ALPHA), train=zoo.training_set(ids[0]),
                            init_model=lambda: zoo.load_model(ids[0], init=True, device=device), memo={},
                            device=device, seed=seed, budget_s=budget_s)
         scaled = run_measure(m, ctx)

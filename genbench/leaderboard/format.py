@@ -1,0 +1,58 @@
+"""Numbers as people read them: the one formatter of scores, intervals and ranks for the terminal, the text
+exports and the web page."""
+from __future__ import annotations
+
+from typing import Any
+
+from .schema import finite
+
+TABLE_DIGITS = 2   # decimals in the terminal's tables
+DIGITS = 3         # decimals on the page, in the markdown export and in a submission's summary
+MISSING = "-"      # a missing number in the terminal
+DASH = "\u2013"    # a missing number on the page
+
+
+def _number(x: Any, compact: bool) -> float | None:
+    if compact:
+        return finite(x)
+    return None if x is None or x != x else float(x)
+
+
+def _digits(v: float, digits: int, compact: bool) -> str:
+    if compact and v == 0:
+        return "0"
+    if compact and (abs(v) < 1e-2 or abs(v) >= 1e4):
+        return f"{v:.{digits}g}"
+    return f"{v:.{digits}f}"
+
+
+def interval(lo: Any, hi: Any, *, digits: int = TABLE_DIGITS, compact: bool = False) -> str:
+    """'[lo, hi]' when both ends are numbers, else ''."""
+    ends = [_number(e, compact) for e in (lo, hi)]
+    if None in ends:
+        return ""
+    return "[" + ", ".join(_digits(e, digits, compact) for e in ends) + "]"  # type: ignore[arg-type]
+
+
+def number(v: Any, lo: Any = None, hi: Any = None, *, digits: int = TABLE_DIGITS, missing: str = MISSING,
+           compact: bool = False) -> str:
+    """`v` with `digits` decimals, then its interval when both ends are given; `missing` when `v` is None or NaN.
+    compact (the page): 0 as '0', `digits` significant digits when very small or large, infinities missing."""
+    x = _number(v, compact)
+    if x is None:
+        return missing
+    ci = interval(lo, hi, digits=digits, compact=compact)
+    return _digits(x, digits, compact) + (f" {ci}" if ci else "")
+
+
+def page_number(v: Any) -> str:
+    """A number as the page shows it: 3 decimals, 3 significant digits when very small or large, a dash if missing."""
+    return number(v, digits=DIGITS, missing=DASH, compact=True)
+
+
+def rank_text(rank: Any, missing: str = MISSING) -> str:
+    """A rank (or a mean rank) as an integer when it is one; `missing` for an unranked entry."""
+    r = finite(rank)
+    if r is None:
+        return missing
+    return str(int(r)) if r.is_integer() else page_number(r)
