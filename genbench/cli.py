@@ -11,19 +11,20 @@ from rich import box
 from rich.console import Console
 from rich.table import Column, Table
 
-from .defaults import AUDIT_ZOO, BUDGET_S, CHECK_ZOO, DEFAULT_ZOO, N_BOOT, RESULTS, SEED
+from .defaults import AUDIT_ZOO, BUDGET_S, CHECK_ZOO, DEFAULT_ZOO, N_BOOT, SEED, SHIPPED_RESULTS
 from .errors import GenbenchError
 from .harness.malloc import keep_freed_memory
-from .leaderboard.export import TEXT_FORMATS
-from .leaderboard.ranking import DEFAULT_SORT
-from .leaderboard.format import DIGITS, number
+from .leaderboard.format import DIGITS, TEXT_FORMATS, number
+from .scoring.spec import DEFAULT_SORT
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .leaderboard.schema import Record
+    from .leaderboard.verify import Verification
 
 WIDE_TABLE = 160  # terminal columns from which the leaderboard shows every column
+LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 zoo_app = typer.Typer(help="Build, inspect and verify model zoos.", no_args_is_help=True)
@@ -48,14 +49,24 @@ def _overrides(pairs: list[str]) -> dict:
 
 @zoo_app.command("list")
 def zoo_list() -> None:
-    """List the recipes in model_zoo/ and the zoos built locally."""
-    from .zoo import list_recipes, load_zoo, local_zoos
+    """List the recipes in model_zoo/ and every zoo folder under $GENBENCH_HOME/zoos with its state: complete,
+    partial (some models missing), empty (no model built yet) or broken (unreadable)."""
+    from rich.markup import escape
 
-    table = Table("name", "recipe", "built", "models")
-    built = set(local_zoos())
-    for name in sorted(set(list_recipes()) | built):
-        n = str(len(load_zoo(name))) if name in built else ""
-        table.add_row(name, "yes" if name in list_recipes() else "", "yes" if name in built else "", n)
+    from .zoo import list_recipes
+    from .zoo.storage import local_zoo_states
+
+    recipes = set(list_recipes())
+    states = {s.name: s for s in local_zoo_states()}
+    table = Table("name", "recipe", "state", "models", "note")
+    for name in sorted(recipes | set(states)):
+        st = states.get(name)
+        if st is None:
+            table.add_row(name, "yes", "not built", "", "")
+            continue
+        models = ("" if st.models is None else str(st.models) if st.state == "complete" or st.expected is None
+                  else f"{st.models} of {st.expected}")
+        table.add_row(escape(name), "yes" if name in recipes else "", st.state, models, escape(st.detail))
     console.print(table)
 
 
@@ -81,7 +92,8 @@ def _print_info(zoo) -> None:
     from .zoo.card import summary
 
     s = summary(zoo)
-    t = Table(title=f"{zoo.name} ({s['models']} models, {zoo.root})", show_header=True)
+    count = f"{s['models']} models" if zoo.complete else f"{s['models']} of {s['expected_models']} models: partial"
+    t = Table(title=f"{zoo.name} ({count}, {zoo.root})", show_header=True)
     t.add_column("")
     t.add_column("min", justify="right")
     t.add_column("max", justify="right")
@@ -93,6 +105,7 @@ def _print_info(zoo) -> None:
     if "converged" in s:
         console.print(f"  converged (stopping rule met): {s['converged']}/{s['models']}")
     console.print(f"  training time (sum over models): {s['train_seconds']:.1f} s")
+    console.print(f"  {zoo.state()}", markup=False, highlight=False, style=None if zoo.complete else "yellow")
 
 
 @zoo_app.command("info")
@@ -152,7 +165,7 @@ def _report_push(pushed, what: str) -> None:
 
 
 @leaderboard_app.command("push")
-def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result records, e.g. {RESULTS}"),
+def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result records, e.g. {SHIPPED_RESULTS}"),
                      repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME to create or update"),
                      private: bool = typer.Option(False, "--private", help="create the repo private"),
                      ) -> None:
@@ -171,19 +184,21 @@ def leaderboard_cmd(ctx: typer.Context,
                     sort: str = typer.Option(DEFAULT_SORT, help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
                     fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown"),
                     html: Optional[Path] = typer.Option(None, "--html", help="also write the static web page here"),
-                    results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
+                    results: Optional[list[Path]] = typer.Option(None, "--results", help="a folder of records; "
+                                                                 "repeat for several (default: the shipped "
+                                                                 f"{SHIPPED_RESULTS} and $GENBENCH_HOME/results)"),
                     ) -> None:
-    """Ranked table per zoo (rank groups: overlapping 95% intervals) and the mean rank across zoos."""
+    """Ranked table per zoo (rank groups: overlapping 95% intervals) and the mean rank across zoos; the user's own
+    records (any folder but the shipped one) are marked local, failed ones are listed below the ranking."""
     if ctx.invoked_subcommand is not None:
         return
     from .leaderboard.export import export_text, leaderboard_table
-    from .leaderboard.records import ablation_tables
-    from .leaderboard.schema import load_records, score_spec
+    from .leaderboard.schema import score_spec
 
     if fmt not in FORMATS:
         raise GenbenchError(f"--format must be one of {FORMATS}, got {fmt!r}")
     score_spec(sort)  # an unknown score fails here, with a suggestion
-    records = load_records(results, zoo)
+    records = _leaderboard_records(results, zoo)
     table = leaderboard_table(records, sort)
     if fmt == "table":
         _print_leaderboard(table, records, sort)
@@ -191,20 +206,61 @@ def leaderboard_cmd(ctx: typer.Context,
         sys.stdout.write(export_text(table, fmt))
     if html is not None:
         from .leaderboard import write_site
+        from .leaderboard.records import ablation_tables  # imports torch (the measures), so only here
 
         index = write_site(records, html, sort=sort, ablation=ablation_tables(records))
         console.print(f"leaderboard page: {index}")
 
 
+def _leaderboard_records(results: list[Path] | None, zoo: str | None) -> list[Record]:
+    """The records the leaderboard shows: those in each --results folder, else those in the shipped folder (a
+    checkout's leaderboard/results) and the user's ($GENBENCH_HOME/results). Records from any folder but the
+    shipped one are marked local; an entry found in two folders is shown once: the later folder's record, unless
+    both are the same."""
+    from . import paths
+    from .leaderboard.schema import load_records
+
+    note = Console(stderr=True)  # notes go to stderr: stdout may be csv or json
+    shipped = paths.shipped_results_dir()
+    folders = list(results or [f for f in (shipped, paths.results_dir()) if f is not None and f.is_dir()])
+    if not results and shipped is None:
+        note.print(f"note: genbench runs from an installed package, which ships no records; pass --results "
+                   f"CHECKOUT/{SHIPPED_RESULTS} --results {paths.results_dir()} to rank yours beside the "
+                   "repository's", style="dim", markup=False, highlight=False)
+    if not folders:
+        raise GenbenchError(f"no result records yet: `genbench submit` and `genbench leaderboard run` write them to "
+                            f"{paths.results_dir()}")
+    seen: dict[tuple[str, str], tuple[Record, Path, bool]] = {}
+    for folder in folders:
+        local = shipped is None or Path(folder).resolve() != shipped.resolve()
+        for rec in load_records(folder):
+            key = (rec.zoo_name, rec.name)
+            if key in seen and seen[key][0].data == rec.data:
+                continue  # the same record in both folders (added to the shipped one): shown once, as the first
+            if key in seen:
+                note.print(f"note: {rec.name} on {rec.zoo_name}: showing the record in {folder}, not the one in "
+                           f"{seen[key][1]}", style="dim", markup=False, highlight=False)
+            seen[key] = (rec, Path(folder), local)
+    records = [rec.with_local(local) for rec, _, local in seen.values() if zoo is None or rec.zoo_name == zoo]
+    if not records:
+        zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
+        where = ", ".join(map(str, folders))
+        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}" if zoo else
+                            f"no result records in {where}")
+    return records
+
+
 def _print_leaderboard(table: pd.DataFrame, records: list[Record], sort: str) -> None:
-    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one), and
-    the mean ranks across zoos when there are several."""
+    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one) with the
+    user's own records marked local, its failed records below it (one line each), and the mean ranks across zoos
+    when there are several."""
     from .leaderboard.format import rank_text
     from .leaderboard.ranking import aggregate_table
     from .leaderboard.schema import SHOWN, WITH_INTERVAL, score_spec
 
     wide = console.width >= WIDE_TABLE
     for z, part in table.groupby("zoo", sort=True):
+        failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
         if wide:
             t = Table("rank", "group", "entry", "kind",
                       *(score_spec(k).ascii + (" [95%]" if k in WITH_INTERVAL else "") for k in SHOWN),
@@ -216,52 +272,79 @@ def _print_leaderboard(table: pd.DataFrame, records: list[Record], sort: str) ->
                       f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
         for _, r in part.iterrows():
             rank, group = rank_text(r["rank"]), rank_text(r["group"])
-            fragility = r["fragility"] if r["status"] == "ok" else f"failed: {r['failure'][:60]}"
             if wide:
                 scores = (number(r[k], *((r[f"{k}_lo"], r[f"{k}_hi"]) if k in WITH_INTERVAL else ())) for k in SHOWN)
-                t.add_row(rank, group, r["entry"], str(r["kind"] or ""), *scores, fragility, r["citation"][:40])
+                t.add_row(rank, group, _entry(r), str(r["kind"] or ""), *scores, r["fragility"], r["citation"][:40])
             else:
                 lo, hi = (r.get(f"{sort}_{end}", float("nan")) for end in ("lo", "hi"))
-                t.add_row(rank, group, r["entry"], number(r[sort], lo, hi),
-                          *([number(r["tau"])] if sort != "tau" else []),
-                          fragility.replace("fragile-", "") if r["status"] == "ok" else fragility)
-        console.print(t)
+                t.add_row(rank, group, _entry(r), number(r[sort], lo, hi),
+                          *([number(r["tau"])] if sort != "tau" else []), r["fragility"].replace("fragile-", ""))
+        if not part.empty:
+            console.print(t)
+        if not failed.empty:
+            console.print(f"failed on {z}, not ranked:", markup=False, highlight=False)
+        for _, r in failed.iterrows():
+            reason = " ".join(str(r["failure"] or "no reason recorded").split())
+            console.print(f"  {_entry(r)}: {reason}", no_wrap=True, overflow="ellipsis", markup=False,
+                          highlight=False)
     agg = aggregate_table(records, sort)
     if table["zoo"].nunique() > 1 and not agg.empty:
         t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
-            t.add_row(r["entry"], number(r["mean_rank"]), str(int(r["zoos"])))
+            t.add_row(_entry(r), number(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
+    if table["local"].any():
+        console.print(f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped "
+                      f"{SHIPPED_RESULTS}); `genbench leaderboard add RECORD` verifies it and adds it there",
+                      markup=False, highlight=False)
+
+
+def _entry(row: pd.Series) -> str:
+    """An entry's name as the terminal shows it: marked when the record is the user's own (local)."""
+    return row["entry"] + (LOCAL_MARK if row.get("local") else "")
 
 
 @leaderboard_app.command("run")
 def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
                     zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", help="zoo(s) to score on"),
-                    results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
+                    results: Optional[Path] = typer.Option(None, "--results", help="folder to write the records "
+                                                           "to (default: $GENBENCH_HOME/results)"),
                     audit_zoo: Optional[str] = typer.Option(AUDIT_ZOO, "--audit-zoo",
                                                             help="zoo for the fragility audit ('' to skip)"),
                     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                     n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples"),
+                    allow_partial: bool = typer.Option(False, "--allow-partial", help="score a partial zoo too (not "
+                                                       "every model of its recipe built): its records are marked "
+                                                       "partial and not ranked"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
     from tqdm import tqdm
 
+    from .leaderboard.ranking import partial_note
     from .leaderboard.records import run_entry
     from .leaderboard.schema import Record, write_record
     from .measures.registry import resolve_measures
+    from .zoo import load_zoo
 
     names = [m.name for m in resolve_measures(measures)]
-    for z in zoo:
+    zoos = {z: load_zoo(z) for z in zoo}
+    for loaded in zoos.values():  # every zoo checked before the first record is computed
+        loaded.require_complete(allow_partial=allow_partial)
+    for z, loaded in zoos.items():
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):
-            cmd = f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
-            rec = Record(run_entry(name, z, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot, command=cmd))
+            cmd = (f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
+                   + ("" if loaded.complete else " --allow-partial"))
+            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot,
+                                   command=cmd, allow_partial=allow_partial))
             path = write_record(rec, results)
+            note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
-                          f"{rec.verdict or 'not audited'} -> {path}")
+                          f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
 
 
 @app.command("verify")
-def verify_cmd(records: list[Path] = typer.Argument(..., help=f"result record files ({RESULTS}/ZOO/NAME.json)"),
+def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (ZOO/NAME.json in a results "
+                                                                 "folder)"),
                rtol: float = typer.Option(1e-5, help="relative tolerance"),
                atol: float = typer.Option(1e-8, help="absolute tolerance"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
@@ -277,15 +360,62 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help=f"result record fi
             continue
         failed += 1
         console.print(f"[red]does not reproduce[/red] {path}")
-        for p in v.problems:
-            console.print(f"  {p}")
-        if v.differences:
-            t = Table("field", "recorded", "recomputed", title=f"{len(v.differences)} differences beyond "
-                                                                 f"rtol {rtol:g}, atol {atol:g}")
-            for field_, old, new in v.differences[:40]:
-                t.add_row(field_, str(old)[:40], str(new)[:40])
-            console.print(t)
+        _print_why(v)
     if failed:
+        raise typer.Exit(1)
+
+
+def _print_why(v: Verification) -> None:
+    """Why a record was not reproduced: its problems, then the numbers that differ beyond the tolerance."""
+    for p in v.problems:
+        console.print(f"  {p}", markup=False, highlight=False)
+    if v.differences:
+        t = Table("field", "recorded", "recomputed", title=f"{len(v.differences)} differences beyond "
+                                                             f"rtol {v.rtol:g}, atol {v.atol:g}")
+        for field_, old, new in v.differences[:40]:
+            t.add_row(field_, str(old)[:40], str(new)[:40])
+        console.print(t)
+
+
+@leaderboard_app.command("add")
+def leaderboard_add(records: list[Path] = typer.Argument(..., help="result record files, e.g. "
+                                                          "$GENBENCH_HOME/results/ZOO/NAME.json"),
+                    to: Optional[Path] = typer.Option(None, "--to", help="the shipped folder of verified records "
+                                                      f"(default: the {SHIPPED_RESULTS} of the checkout genbench "
+                                                      "runs from)"),
+                    rtol: float = typer.Option(1e-5, help="relative tolerance"),
+                    atol: float = typer.Option(1e-8, help="absolute tolerance"),
+                    device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+                    ) -> None:
+    """Verify records and copy each one that reproduces into the shipped folder of verified records.
+
+    Each record is recomputed from scratch (no cache) and copied atomically when every number reproduces; failed
+    records and those that do not reproduce are refused, saying why."""
+    from rich.markup import escape
+
+    from . import paths
+    from .leaderboard.verify import add_record
+
+    if to is None:
+        to = paths.shipped_results_dir()
+        if to is None:
+            raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parent}), not from a "
+                                f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
+                                f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
+    refused = 0
+    for path in records:
+        v = add_record(path, to, rtol=rtol, atol=atol, device=device)
+        if v.ok:
+            how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced
+                                                                        else "")
+            console.print(f"[green]added[/green] {escape(str(path))} -> {escape(str(v.added))} ({how})",
+                          highlight=False)
+            continue
+        refused += 1
+        console.print(f"[red]refused[/red] {escape(str(path))}: " + ("does not reproduce" if v.differences else
+                                                                     "not added"), highlight=False)
+        _print_why(v)
+    if refused:
         raise typer.Exit(1)
 
 
@@ -361,6 +491,8 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
               table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
               n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples for the 95% intervals"),
               values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
+              allow_partial: bool = typer.Option(False, "--allow-partial", help="score a partial zoo (not every "
+                                                 "model of its recipe built): the scores describe those models only"),
               ) -> None:
     """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
     from .harness.values import values_for
@@ -372,8 +504,12 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     if table not in (None, "demogen"):
         raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
     z = load_zoo(zoo)
+    z.require_complete(allow_partial=allow_partial)  # before any value is computed
+    if not z.complete:
+        console.print(f"note: zoo {z.name!r} is {z.state()}; the scores describe these models only",
+                      style="yellow", markup=False, highlight=False)
     df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
-    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot)
+    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial)
     if table == "demogen":
         for which, title in ((1, "Table 1: ablations"), (4, "Table 4: single layers, qrt+log")):
             t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "MSE x1e-3 [95%]", "paper adj R2", "paper kf R2",
@@ -446,13 +582,18 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
                                                          help="wall-clock limit of the whole run (default: generous, "
                                                               "from the number of models and the budget)"),
-               results: Path = typer.Option(RESULTS, "--results", help="folder of records"),
+               results: Optional[Path] = typer.Option(None, "--results", help="folder to write the records to "
+                                                      "(default: $GENBENCH_HOME/results)"),
                no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
                audit_zoo: str = typer.Option(AUDIT_ZOO, "--audit-zoo", help="zoo for the fragility audit"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples for the 95% intervals"),
+               allow_partial: bool = typer.Option(False, "--allow-partial", help="score on a partial zoo too (not "
+                                                  "every model of its recipe built): the record is marked partial "
+                                                  "and not ranked"),
                ) -> None:
     """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
+    from .leaderboard.ranking import partial_note
     from .leaderboard.schema import HEADLINE, Record, score_spec
     from .submit import load_submission, submit, summarize
 
@@ -468,7 +609,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
 
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
-                   n_boot=n_boot, echo=echo)
+                   n_boot=n_boot, echo=echo, allow_partial=allow_partial)
     failed = 0
     for path in paths:
         rec = Record.read(path)
@@ -480,8 +621,14 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
             s = summarize(rec)
             headline = "  ".join(f"{score_spec(k).ascii} {number(*s[k], digits=DIGITS)}"
                                  for k in HEADLINE)
-            console.print(f"[green]{zname}: ok[/green]  {headline}  audit: {s['verdict']}", highlight=False)
+            colour, note = ("green", "") if rec.zoo_complete else ("yellow", f"  ({partial_note(rec)})")
+            console.print(f"[{colour}]{zname}: ok[/{colour}]  {headline}  audit: {s['verdict']}{note}",
+                          highlight=False)
         console.print(f"  record: {path}", highlight=False)
+    if failed < len(paths):
+        console.print("`genbench leaderboard` ranks it beside the shipped records (marked local: not verified); "
+                      "`genbench leaderboard add RECORD` verifies it and adds it to them", markup=False,
+                      highlight=False)
     if failed:
         raise typer.Exit(1)
 

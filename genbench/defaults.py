@@ -9,4 +9,4 @@ SEED = 0                          # the seed of measures' generators and of the 
 DEFAULT_ZOO = "mnist1d-demogen"   # the embedded default zoo: what the README and a plain submission use
 AUDIT_ZOO = "mnist1d-fragility"   # the zoo with twins and learning curves the fragility audit runs on
 CHECK_ZOO = "digits-mlp"          # the tiny zoo the conformance suite runs on (built when missing)
-RESULTS = Path("leaderboard") / "results"   # the repository's folder of result records
+SHIPPED_RESULTS = Path("leaderboard") / "results"  # a checkout's verified records (paths.shipped_results_dir)

@@ -155,3 +155,213 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert v.problems and "source" in v.problems[0]
     out = CliRunner().invoke(app, ["verify", str(tampered)])
     assert out.exit_code == 1 and "does not reproduce" in out.output
+
+
+# ---------------------------------------------------------------- where records go: local, shipped, and add
+
+
+def _files(folder):
+    """Every file under `folder` with its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_leaderboard_add_verifies_and_copies_a_good_record_and_refuses_tampered_and_failed_ones(records_dir, tmp_path,
+                                                                                               monkeypatch):
+    import genbench.paths as paths
+
+    runner = CliRunner()
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    good = records_dir / "digits-mlp" / "norm.params.json"
+    out = runner.invoke(app, ["leaderboard", "add", str(good), "--to", str(shipped)])
+    assert out.exit_code == 0, out.output
+    assert "added" in out.output and "reproduced" in out.output
+    assert _files(shipped) == {"digits-mlp/norm.params.json": good.read_bytes()}  # the file as it was, no temp left
+
+    rec = read_record(good)
+    rec["values"]["value"][0] *= 1.001  # one value changed
+    tampered = tmp_path / "tampered" / "norm.params.json"
+    tampered.parent.mkdir()
+    tampered.write_text(json.dumps(rec))
+    out = runner.invoke(app, ["leaderboard", "add", str(tampered), "--to", str(shipped)])
+    assert out.exit_code == 1 and "refused" in out.output and "does not reproduce" in out.output
+    assert "values.value[0]" in out.output
+    assert _files(shipped) == {"digits-mlp/norm.params.json": good.read_bytes()}  # the verified record is kept
+
+    failed = records_dir / "digits-mlp" / "broken.entry.json"
+    out = runner.invoke(app, ["leaderboard", "add", str(failed), "--to", str(shipped)])
+    assert out.exit_code == 1 and "a failed record is not added" in " ".join(out.output.split())
+    assert "ZeroDivisionError: on purpose" in " ".join(out.output.split())
+    assert sorted(_files(shipped)) == ["digits-mlp/norm.params.json"]
+
+    rec = read_record(good)
+    rec["zoo"].update(complete=False, models=12, expected_models=24)  # scored on a partial zoo
+    partial = tmp_path / "partial" / "norm.fro_prod.json"
+    partial.parent.mkdir()
+    partial.write_text(json.dumps({**rec, "name": "norm.fro_prod"}))
+    out = runner.invoke(app, ["leaderboard", "add", str(partial), "--to", str(shipped)])
+    assert out.exit_code == 1 and "a record on a partial zoo (12 of 24 models) is not added" in " ".join(out.output.split())
+    assert sorted(_files(shipped)) == ["digits-mlp/norm.params.json"]
+
+    out = runner.invoke(app, ["leaderboard", "add", str(good), "--to", str(tmp_path / "nowhere")])
+    assert out.exit_code != 0 and "is not a folder" in str(out.exception)
+    monkeypatch.setattr(paths, "shipped_results_dir", lambda: None)  # an installed package: no shipped folder
+    out = runner.invoke(app, ["leaderboard", "add", str(good)])
+    assert out.exit_code != 0 and "installed package" in str(out.exception) and "--to" in str(out.exception)
+
+
+def test_leaderboard_shows_shipped_and_local_records_together_and_failed_ones_apart(records_dir, tmp_path,
+                                                                                   monkeypatch):
+    import shutil
+
+    import genbench.cli as cli
+    import genbench.paths as paths
+
+    shipped, home = tmp_path / "shipped", tmp_path / "home"
+    for folder, names in ((shipped, ["norm.params"]), (home / "results", ["norm.params", "norm.fro_prod",
+                                                                          "broken.entry"])):
+        (folder / "digits-mlp").mkdir(parents=True)
+        for name in names:  # norm.params in both: the same record, added to the shipped folder
+            shutil.copy(records_dir / "digits-mlp" / f"{name}.json", folder / "digits-mlp")
+    monkeypatch.setattr(paths, "shipped_results_dir", lambda: shipped)
+    monkeypatch.setenv("GENBENCH_HOME", str(home))
+    monkeypatch.setattr(cli.console, "width", 80)
+    runner = CliRunner()
+
+    out = runner.invoke(app, ["leaderboard"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = {line.split()[2]: line for line in lines if line.split()[:1] in (["1"], ["2"])}
+    assert sorted(rows) == ["norm.fro_prod", "norm.params"]  # ranked together; the failed one is not in the table
+    assert "norm.fro_prod *" in rows["norm.fro_prod"] and "*" not in rows["norm.params"]
+    failed_at = lines.index("failed on digits-mlp, not ranked:")
+    assert failed_at > max(lines.index(rows[n]) for n in rows)
+    assert not any("broken.entry" in line for line in lines[:failed_at])
+    assert lines[failed_at + 1] == "  broken.entry *: ZeroDivisionError: on purpose"
+    assert any(line.startswith("* local: your own record, not verified") for line in lines)
+
+    got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv"]).output))
+    assert dict(zip(got["entry"], got["local"])) == {"norm.fro_prod": True, "norm.params": False,
+                                                     "broken.entry": True}
+
+    # --results replaces the defaults; any folder but the shipped one is local
+    got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv",
+                                                      "--results", str(shipped)]).output))
+    assert got["entry"].tolist() == ["norm.params"] and not got["local"].any()
+    got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv",
+                                                      "--results", str(records_dir)]).output))
+    assert got["local"].all() and len(got) == 3
+
+    out = runner.invoke(app, ["leaderboard", "--html", str(tmp_path / "site")])
+    assert out.exit_code == 0, out.output
+    index = (tmp_path / "site" / "index.html").read_text()
+    table, _, after = index.partition("</table>")
+    assert 'data-name="norm.fro_prod"' in table and 'data-name="broken.entry"' not in table
+    fro_row = table[table.index('data-name="norm.fro_prod"'):].split("</tr>")[0]
+    params_row = table[table.index('data-name="norm.params"'):].split("</tr>")[0]
+    assert "badge-local" in fro_row and "badge-local" not in params_row
+    failed = after[after.index('class="failed-entries"'):]
+    assert 'data-name="broken.entry"' in failed and "ZeroDivisionError: on purpose" in failed
+
+
+# ---------------------------------------------------------------- records on partial zoos
+
+
+@pytest.fixture(scope="module")
+def partial_zoo(home, tmp_path_factory):
+    """digits-mlp with 12 of its 24 models (an interrupted build), in a GENBENCH_HOME of its own."""
+    import genbench as gb
+
+    return gb.build_zoo("digits-mlp", tmp_path_factory.mktemp("partial_home") / "zoos" / "digits-mlp", limit=12,
+                        progress=False)
+
+
+def test_score_and_leaderboard_run_refuse_a_partial_zoo_saying_what_is_missing_and_how_to_finish_it(partial_zoo,
+                                                                                                     tmp_path):
+    import genbench as gb
+    from genbench.errors import GenbenchError
+
+    finish = f"finish it with `genbench zoo build digits-mlp --out {partial_zoo.root}`"
+    values, results = tmp_path / "values.parquet", tmp_path / "results"
+    for args in (["score", "norm.fro_sum", "--zoo", str(partial_zoo.root), "--values", str(values)],
+                 ["leaderboard", "run", "norm.fro_sum", "--zoo", str(partial_zoo.root), "--results", str(results),
+                  "--audit-zoo", ""]):
+        out = CliRunner().invoke(app, args)
+        assert isinstance(out.exception, GenbenchError), out.output
+        message = " ".join(str(out.exception).split())
+        assert message.startswith(f"zoo 'digits-mlp' is partial: 12 of 24 models, 12 missing; {finish}"), message
+        assert "(or pass --allow-partial to score it anyway" in message
+    assert not values.exists() and not results.exists()  # refused before any value was computed
+    df = gb.evaluate(["norm.fro_sum"], partial_zoo, progress=False)
+    with pytest.raises(GenbenchError, match=r"12 missing; .* \(or pass allow_partial=True to score it anyway"):
+        gb.score(df, partial_zoo)
+    with pytest.raises(GenbenchError, match="12 missing"):
+        run_entry("norm.fro_sum", partial_zoo, audit_zoo=None)
+    assert gb.score(df, partial_zoo, n_boot=20, allow_partial=True)["norm.fro_sum"].n == 12
+    out = CliRunner().invoke(app, ["score", "norm.fro_sum", "--zoo", str(partial_zoo.root), "--values", str(values),
+                                   "--n-boot", "20", "--allow-partial"])
+    assert out.exit_code == 0, out.output
+    assert "note: zoo 'digits-mlp' is partial: 12 of 24 models" in " ".join(out.output.split())
+
+
+def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(partial_zoo, records_dir, tmp_path,
+                                                                               monkeypatch):
+    import shutil
+
+    import genbench.cli as cli
+    from genbench.leaderboard import write_site
+    from genbench.leaderboard.ranking import mean_ranks
+    from genbench.leaderboard.schema import Record
+
+    results = tmp_path / "results"
+    shutil.copytree(records_dir, results)
+    out = CliRunner().invoke(app, ["leaderboard", "run", "norm.fro_sum", "--zoo", str(partial_zoo.root), "--results",
+                                   str(results), "--audit-zoo", "", "--n-boot", "20", "--allow-partial"])
+    assert out.exit_code == 0, out.output
+    assert "not audited, unranked: partial zoo (12 of 24 models) ->" in " ".join(out.output.split())
+    path = results / "digits-mlp" / "norm.fro_sum.json"
+    rec = Record.read(path)
+    assert rec.ok and not rec.zoo_complete and (rec.zoo_models, rec.zoo_expected_models) == (12, 24)
+    assert rec.zoo["complete"] is False and rec.command.endswith(" --allow-partial")
+    complete = read_record(results / "digits-mlp" / "norm.params.json")  # made on the complete zoo: as before
+    assert sorted(complete["zoo"]) == ["name", "revision", "table_sha256", "version"]
+
+    records = load_records(results)
+    ranked = rank_records(records)
+    assert [r.rank for r in ranked] == [1, 2, None, None]  # two complete records ranked, then the partial, failed
+    assert [r.name for r in ranked][2:] == ["norm.fro_sum", "broken.entry"]
+    assert "norm.fro_sum" not in {m.entry for m in mean_ranks(ranked)}
+    table = leaderboard_table(records).set_index("entry")
+    assert table.loc["norm.fro_sum", "note"] == "unranked: partial zoo (12 of 24 models)"
+    assert table.loc["norm.fro_sum", "fragility"] == "not audited; unranked: partial zoo (12 of 24 models)"
+    assert table.loc["norm.params", "note"] == "" and table.loc["norm.params", "fragility"] == "not audited"
+
+    monkeypatch.setattr(cli.console, "width", 200)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.output.splitlines() if "norm.fro_sum" in line)
+    assert row.replace("\u2502", " ").split()[:3] == ["-", "-", "norm.fro_sum"] and "unranked: partial" in row
+
+    index = write_site(records, tmp_path / "site").read_text()
+    tr = next(t for t in index.split("<tr ") if 'data-name="norm.fro_sum"' in t)
+    assert tr.startswith('class="partial') and "badge-partial" in tr
+    assert "Unranked: partial zoo (12 of 24 models): its scores describe only the models the zoo held" in tr
+    assert "2 ranked entries" in index and "1 unranked: scored on a partial zoo" in index
+    page = (tmp_path / "site" / "entries" / "digits-mlp" / "norm.fro_sum.html").read_text()
+    assert '<section class="partial" id="partial">' in page and "Unranked: partial zoo (12 of 24 models)" in page
+
+    monkeypatch.setenv("GENBENCH_HOME", str(partial_zoo.root.parents[1]))  # where verify finds the zoo by name
+    assert verify_record(path).ok  # re-run on the same partial zoo, as recorded
+
+
+def test_shipped_records_are_on_complete_zoos_and_carry_no_completeness_fields():
+    from pathlib import Path
+
+    from genbench.leaderboard.schema import Record
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
+    assert len(paths) >= 44
+    for path in paths:
+        rec = Record.read(path)
+        assert rec.zoo_complete and sorted(rec.zoo) == ["name", "revision", "table_sha256", "version"], path

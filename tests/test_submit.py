@@ -343,3 +343,70 @@ def test_reading_test_data_is_caught_even_when_the_refusal_is_swallowed(tmp_path
     rec = json.loads((tmp_path / "r" / "digits-mlp" / "peek.json").read_text())
     assert rec["status"] == "failed" and "Pool.x_test" in rec["failure"] and "Zoo.test_data" in rec["failure"]
     assert "open(dataset.safetensors)" in rec["failure"]
+
+
+# ---------------------------------------------------------------- where a submission's records go
+
+
+def test_submit_writes_to_the_users_results_folder_never_the_shipped_one(tmp_path, home, digits_zoo, monkeypatch):
+    """By default under $GENBENCH_HOME/results, whatever the current folder; the repository's leaderboard/results
+    (and a leaderboard/results under the current folder) stay as they were; the leaderboard ranks the record
+    beside the shipped ones, marked local."""
+    import genbench.cli as cli
+
+    shipped = REPO / "leaderboard" / "results"
+    before = {p: p.read_bytes() for p in shipped.rglob("*") if p.is_file()}
+    user_home = tmp_path / "home"
+    user_home.mkdir()
+    (user_home / "zoos").symlink_to(home / "zoos")  # the session's digits zoo, in a home of its own
+    monkeypatch.setenv("GENBENCH_HOME", str(user_home))
+    cwd = tmp_path / "cwd"
+    (cwd / "leaderboard" / "results").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    out = CliRunner().invoke(app, ["submit", str(TEMPLATE), "--zoo", "digits-mlp", "--no-audit", "--n-boot", "20",
+                                   "--budget-s", "30", "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    path = user_home / "results" / "digits-mlp" / "_template.json"
+    assert json.loads(path.read_text())["status"] == "ok" and str(path) in out.output.replace("\n", "")
+    assert {p: p.read_bytes() for p in shipped.rglob("*") if p.is_file()} == before
+    assert not any((cwd / "leaderboard" / "results").iterdir())
+
+    monkeypatch.setattr(cli.console, "width", 80)
+    board = CliRunner().invoke(app, ["leaderboard"])
+    assert board.exit_code == 0, board.output
+    rows = {line.split()[2]: line.split() for line in board.output.splitlines() if line[:2].strip().isdigit()}
+    assert rows["_template"][:2] == ["1", "1"] and rows["_template"][3] == "*"  # ranked, marked local
+    shipped_names = {p.stem for p in shipped.glob("*/*.json") if json.loads(p.read_text())["status"] == "ok"}
+    assert shipped_names and shipped_names <= set(rows)  # beside every shipped record, which is not marked
+    assert all(rows[name][3] != "*" for name in shipped_names)
+
+
+def test_a_partial_zoo_is_refused_before_the_worker_starts_and_marked_partial_when_allowed(home, tmp_path,
+                                                                                           monkeypatch):
+    import genbench as gb
+    from genbench.submit import api
+
+    partial = gb.build_zoo("digits-mlp", tmp_path / "partial", limit=12, progress=False)  # an interrupted build
+    results = tmp_path / "r"
+    args = ["submit", str(TEMPLATE), "--zoo", str(partial.root), "--results", str(results), "--no-audit",
+            "--n-boot", "20", "--budget-s", "30", "--device", "cpu"]
+    real = api.run_worker
+    monkeypatch.setattr(api, "run_worker", lambda *a, **k: pytest.fail("the worker started on a partial zoo"))
+    out = CliRunner().invoke(app, args)
+    assert isinstance(out.exception, GenbenchError), out.output
+    message = " ".join(str(out.exception).split())
+    assert message.startswith("zoo 'digits-mlp' is partial: 12 of 24 models, 12 missing; finish it with "
+                              f"`genbench zoo build digits-mlp --out {partial.root}`"), message
+    assert "(or pass --allow-partial to score it anyway" in message
+    assert not results.exists()  # no failure record either: the user gets the error
+
+    monkeypatch.setattr(api, "run_worker", real)
+    out = CliRunner().invoke(app, [*args, "--allow-partial"])
+    assert out.exit_code == 0, out.output
+    flat = " ".join(out.output.split())
+    assert "digits-mlp: ok" in flat and "(unranked: partial zoo (12 of 24 models))" in flat
+    rec = json.loads((results / "digits-mlp" / "_template.json").read_text())
+    assert rec["status"] == "ok", rec["failure"]
+    assert rec["zoo"]["complete"] is False and (rec["zoo"]["models"], rec["zoo"]["expected_models"]) == (12, 24)
+    assert rec["provenance"]["command"].endswith("--zoo digits-mlp --allow-partial")
+    assert len(rec["values"]["model_id"]) == 12

@@ -8,7 +8,8 @@ from genbench.zoo.build import plan_groups
 from genbench.zoo.data import load_pool
 from genbench.zoo.recipe import parse_recipe
 from genbench.models.mlp import dropout_codes, stacked_mlp_forward
-from genbench.zoo.train import _flush, train_group, train_one
+from genbench.models import build_model
+from genbench.zoo.train import _flush, _flush_, train_group, train_one
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,38 @@ def test_dropout_codes_quantise_the_keep_probability_to_16_bits():
 def test_optimizer_state_is_flushed_of_subnormals():
     x = torch.tensor([1e-40, -1e-40, 1.2e-38, -3.0, 0.0])
     assert torch.equal(_flush(x), torch.tensor([0.0, 0.0, 1.2e-38, -3.0, 0.0]))
+    tiny = torch.finfo(torch.float32).tiny
+    y = torch.tensor([1e-40, -1e-40, 1.2e-38, -3.0, 0.0, -0.0, tiny, -tiny, float("nan")])
+    expected = _flush(y)
+    assert _flush_(y) is y and torch.equal(y.view(torch.int32), expected.view(torch.int32))  # in place, same bits
+
+
+def _bits(t):
+    return t.detach().contiguous().view(torch.int32)
+
+
+@pytest.mark.parametrize("rates", [None, [0.0, 0.3, 0.5]], ids=["no-dropout", "dropout"])
+def test_hand_written_stacked_mlp_gradient_is_autograds_bit_for_bit(rates):
+    torch.manual_seed(0)
+    m, b, d = 3, 16, 5
+    model = build_model("mlp", dict(in_shape=[d], num_classes=4, width=8, depth=2))
+    archs = [{"dropout": r} for r in (rates or [0.0] * m)]
+    params = {k: (torch.randn(m, *p.shape) * 0.5).requires_grad_() for k, p in model.named_parameters()}
+    x, y = torch.randn(m, b, d), torch.randint(0, 4, (m, b))
+    torch.manual_seed(1)  # the same dropout masks both ways
+    logits = model.stacked_forward(archs, "cpu")(params, {}, x, True)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), y.reshape(-1), reduction="sum") / b
+    expected = torch.autograd.grad(loss, list(params.values()))
+    torch.manual_seed(1)
+    grads = {k: torch.empty_like(p) for k, p in params.items()}
+    gradient = model.stacked_gradient(archs, "cpu")
+    for _ in range(2):  # buffers reused from the first call
+        torch.manual_seed(1)
+        gradient(params, x, y, grads)
+        for (k, g), e in zip(grads.items(), expected):
+            assert torch.equal(_bits(g), _bits(e)), k
+    bn = build_model("mlp", dict(in_shape=[d], num_classes=4, width=8, depth=2, batchnorm=True))
+    assert bn.stacked_gradient(archs, "cpu") is None  # batchnorm: trained through autograd
 
 
 def test_stopping_rule_snapshots_each_model_when_it_fits(pool):

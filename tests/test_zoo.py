@@ -159,3 +159,85 @@ def test_cuda_without_gpu_is_a_clear_error():
         pytest.skip("this machine has a GPU")
     with pytest.raises(GenbenchError, match="no CUDA GPU"):
         gb.build_zoo("digits-mlp", device="cuda", progress=False)
+
+
+# ---------------------------------------------------------------- complete and partial zoos
+
+
+@pytest.fixture(scope="module")
+def partial_zoo(home, tmp_path_factory):
+    """digits-mlp with 12 of its 24 models (an interrupted build), in a GENBENCH_HOME of its own."""
+    return gb.build_zoo("digits-mlp", tmp_path_factory.mktemp("partial_home") / "zoos" / "digits-mlp", limit=12,
+                        progress=False)
+
+
+def test_expected_count_is_the_number_of_models_each_recipe_expands_to():
+    from genbench.zoo import list_recipes
+    from genbench.zoo.storage import expected_count
+
+    for name in list_recipes():
+        recipe = load_recipe(name)
+        assert expected_count(recipe.grid, recipe.twins) == len(recipe.expand()), name
+
+
+def test_a_zoo_knows_whether_it_holds_every_model_of_its_recipe(digits_zoo, partial_zoo):
+    assert digits_zoo.complete and digits_zoo.expected_models == 24 and digits_zoo.missing_count == 0
+    assert digits_zoo.state() == "complete: all 24 models of the recipe"
+    digits_zoo.require_complete()  # nothing to refuse
+    assert not partial_zoo.complete and partial_zoo.expected_models == 24 and partial_zoo.missing_count == 12
+    command = f"genbench zoo build digits-mlp --out {partial_zoo.root}"  # not the default folder of this home
+    assert partial_zoo.state() == f"partial: 12 of 24 models; finish it with `{command}`"
+    assert "expected_models=24" in repr(partial_zoo)
+    with pytest.raises(GenbenchError) as info:
+        partial_zoo.require_complete()
+    assert str(info.value) == (f"zoo 'digits-mlp' is partial: 12 of 24 models, 12 missing; finish it with `{command}` "
+                               "(or pass --allow-partial to score it anyway: the scores then describe those 12 models "
+                               "only, and a record of them is marked partial and not ranked beside records on "
+                               "complete zoos)")
+    partial_zoo.require_complete(allow_partial=True)
+
+
+def test_a_hub_zoo_missing_some_downloads_is_partial_and_says_how_to_fetch_them(digits_zoo, tmp_path):
+    import shutil
+
+    root = tmp_path / "snapshot"
+    shutil.copytree(digits_zoo.root, root)
+    (root / digits_zoo.row(digits_zoo.model_ids[0])["checkpoint"]).unlink()  # as if not downloaded
+    zoo = gb.Zoo(root, revision="abc123", repo_id="org/digits")
+    assert len(zoo.missing_models) == 1 and not zoo.complete and zoo.missing_count == 1
+    with pytest.raises(GenbenchError, match=r"23 of 24 models, 1 missing; download the rest with "
+                                            r"`genbench zoo download org/digits --revision abc123`"):
+        zoo.require_complete()
+
+
+def test_zoo_list_shows_every_folder_with_its_state_and_info_says_partial(partial_zoo, monkeypatch):
+    from typer.testing import CliRunner
+
+    import genbench.cli as cli
+
+    zoos = partial_zoo.root.parent
+    monkeypatch.setenv("GENBENCH_HOME", str(zoos.parent))
+    monkeypatch.setattr(cli.console, "width", 300)  # one line per row
+    (zoos / "no-table").mkdir(exist_ok=True)  # a build that died before its first group was written
+    manifest = json.loads((partial_zoo.root / "zoo.json").read_text())
+    (zoos / "no-table" / "zoo.json").write_text(json.dumps({**manifest, "name": "no-table"}))
+    (zoos / "unreadable").mkdir(exist_ok=True)
+    (zoos / "unreadable" / "zoo.json").write_text("{not json")
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["zoo", "list"])
+    assert result.exit_code == 0, result.output
+    rows = {cells[0]: " ".join(cells) for cells in (line.replace("\u2502", " ").split()
+                                                    for line in result.output.splitlines()) if cells}
+    assert rows["digits-mlp"] == "digits-mlp yes partial 12 of 24 finish it with `genbench zoo build digits-mlp`"
+    assert rows["no-table"] == ("no-table empty 0 of 24 no model built yet; build it with "
+                                "`genbench zoo build RECIPE.yaml`")
+    assert rows["unreadable"].startswith("unreadable broken") and "is not valid JSON" in rows["unreadable"]
+    assert rows["mnist1d-demogen"] == "mnist1d-demogen yes not built"  # recipes not built are listed too
+    result = runner.invoke(cli.app, ["zoo", "info", "digits-mlp"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "12 of 24 models: partial" in flat
+    assert "partial: 12 of 24 models; finish it with `genbench zoo build digits-mlp`" in flat
+    result = runner.invoke(cli.app, ["zoo", "info", "no-table"])
+    assert "has no models.parquet yet: no model is built; build it with `genbench zoo build RECIPE.yaml`" in " ".join(
+        str(result.exception).split())

@@ -10,6 +10,7 @@ TABLE_DIGITS = 2   # decimals in the terminal's tables
 DIGITS = 3         # decimals on the page, in the markdown export and in a submission's summary
 MISSING = "-"      # a missing number in the terminal
 DASH = "\u2013"    # a missing number on the page
+TEXT_FORMATS = ("csv", "json", "markdown")  # what the leaderboard exports as text
 
 
 def _number(x: Any, compact: bool) -> float | None:

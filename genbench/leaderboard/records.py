@@ -42,8 +42,13 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
 
 
 def _zoo_info(zoo: Zoo) -> dict[str, Any]:
-    return {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.table_sha256,
+    """The record's zoo block; on a partial zoo only, also `complete: false` and the counts (so that records on
+    complete zoos read exactly as before)."""
+    info = {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.table_sha256,
             "revision": getattr(zoo, "revision", None)}
+    if not zoo.complete:
+        info.update(complete=False, models=len(zoo), expected_models=zoo.expected_models)
+    return info
 
 
 def _provenance(m: Measure | None, *, device: str, seconds: float, command: str) -> dict[str, Any]:
@@ -91,20 +96,23 @@ def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, predictions: pd.Se
 def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submission: dict | None = None,
               audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, budget_s: float | None = BUDGET_S,
               n_boot: int = N_BOOT, seed: int = SEED, command: str = "", progress: bool = False,
-              cache: bool = True) -> dict[str, Any]:
-    """Evaluate, score and audit one registered measure on a zoo; return its result record."""
+              cache: bool = True, allow_partial: bool = False) -> dict[str, Any]:
+    """Evaluate, score and audit one registered measure on a zoo; return its result record. A partial zoo is
+    refused before anything runs, unless `allow_partial` (then the record's zoo block says it is partial)."""
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     from ..scoring import audit, score
     from ..scoring.scores import measure_matrix
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     device = resolve_device(device)
     name = name or m.name
-    command = command or f"genbench leaderboard run {m.name} --zoo {zoo.name}"
+    command = command or (f"genbench leaderboard run {m.name} --zoo {zoo.name}"
+                          + ("" if zoo.complete else " --allow-partial"))
     start = time.perf_counter()
     values = evaluate([m], zoo, device=device, seed=seed, budget_s=budget_s, progress=progress, cache=cache)
-    s = score(values, zoo, measures=[m.name], n_boot=n_boot, seed=seed)[m.name]
+    s = score(values, zoo, measures=[m.name], n_boot=n_boot, seed=seed, allow_partial=allow_partial)[m.name]
     ok = np.isfinite(measure_matrix(values, m.name)).all(1)
     if (~ok).mean() > MAX_FAILED_SHARE:
         errors = values.get(f"{m.name}:error")

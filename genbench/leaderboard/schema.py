@@ -9,10 +9,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..defaults import N_BOOT, RESULTS, SEED
+from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import json_safe, write_json_atomic
-from ..scoring.scores import SCORE_NAMES, SCORES, MeasureScores, Score
+from ..paths import results_dir
+from ..scoring.spec import SCORE_NAMES, SCORES, MeasureScores, Score
 
 T = TypeVar("T")
 SCHEMA = 1
@@ -178,10 +179,21 @@ class Record(Mapping[str, Any]):
                                               key="revision")
     table_sha256: _Field[str | None] = _Field("The hash of the zoo table the entry was scored on.", block="zoo")
     written_zoo_name: _Field[Any] = _Field("The zoo's name as written; None when missing.", block="zoo", key="name")
+    zoo_models: _Field[int | None] = _Field("How many models the zoo held, on a partial zoo (None on a complete one).",
+                                            block="zoo", key="models")
+    zoo_expected_models: _Field[int | None] = _Field("How many models the zoo's recipe makes, on a partial zoo (None "
+                                                     "on a complete one).", block="zoo", key="expected_models")
+
+    @property
+    def zoo_complete(self) -> bool:
+        """Whether the entry was scored on every model of its zoo's recipe: only a partial record says
+        `complete: false` (with the counts); such a record is never ranked beside complete ones."""
+        return self.zoo.get("complete") is not False
 
     @property
     def zoo(self) -> Mapping[str, Any]:
-        """The zoo block: name, version, table_sha256, revision."""
+        """The zoo block: name, version, table_sha256, revision (and complete, models, expected_models on a partial
+        zoo)."""
         z = self.data.get("zoo")
         return z if isinstance(z, Mapping) else {"name": z} if z else {}
 
@@ -273,9 +285,11 @@ class Record(Mapping[str, Any]):
         return _mapping(self.data.get("provenance")) or {}
 
     def rerun_settings(self) -> dict[str, Any]:
-        """The settings run_entry needs to repeat the record: audit zoo (as requested), resamples, seed, command."""
+        """The settings run_entry needs to repeat the record: audit zoo (as requested), resamples, seed, command,
+        and whether a partial zoo is allowed (only for a record made on one)."""
         prov = self.provenance
         return {"audit_zoo": prov.get("audit_zoo"), "n_boot": int(prov.get("n_boot", N_BOOT)),
+                "allow_partial": not self.zoo_complete,
                 "seed": int(prov.get("seed", SEED)), "command": prov.get("command", "")}
 
     # ------------------------------------------------------------ the ranking
@@ -294,15 +308,27 @@ class Record(Mapping[str, Any]):
         """A copy that carries a rank and a rank group."""
         return Record({**self.data, "rank": rank, "rank_group": group})
 
+    # ------------------------------------------------------------ where it was read from
 
-def record_path(record: Mapping[str, Any], root: str | Path = RESULTS) -> Path:
-    """Where a record lives: ROOT/<zoo>/<name>.json."""
+    @property
+    def local(self) -> bool:
+        """Whether the record is the user's own (read from a folder other than the shipped one: not verified);
+        False until the leaderboard reads it (`with_local`)."""
+        return self.data.get("local") is True
+
+    def with_local(self, local: bool) -> Record:
+        """A copy that says whether it is the user's own, unverified record (whatever its file says)."""
+        return Record({**self.data, "local": bool(local)})
+
+
+def record_path(record: Mapping[str, Any], root: str | Path | None = None) -> Path:
+    """Where a record lives: ROOT/<zoo>/<name>.json (ROOT: the user's results folder, $GENBENCH_HOME/results)."""
     r = Record.of(record)
-    return Path(root) / r.zoo_name / f"{r.name}.json"
+    return Path(root if root is not None else results_dir()) / r.zoo_name / f"{r.name}.json"
 
 
-def write_record(record: Mapping[str, Any], root: str | Path = RESULTS) -> Path:
-    """Write a record atomically to ROOT/<zoo>/<name>.json."""
+def write_record(record: Mapping[str, Any], root: str | Path | None = None) -> Path:
+    """Write a record atomically to ROOT/<zoo>/<name>.json (ROOT: the user's results folder by default)."""
     data = record.data if isinstance(record, Record) else record
     return write_json_atomic(record_path(record, root), json_safe(dict(data)))
 
@@ -326,9 +352,9 @@ def read_record(path: str | Path) -> dict[str, Any]:
     return rec
 
 
-def load_records(root: str | Path = RESULTS, zoo: str | None = None) -> list[Record]:
-    """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name."""
-    root = Path(root)
+def load_records(root: str | Path | None = None, zoo: str | None = None) -> list[Record]:
+    """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name (ROOT: the user's results folder by default)."""
+    root = Path(root if root is not None else results_dir())
     if not root.is_dir():
         raise GenbenchError(f"no result records at {root}: run `genbench submit` or `genbench leaderboard run` first, "
                             "or pass --results DIR")

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..scoring.spec import DEFAULT_SORT
 from .format import DASH, DIGITS, interval, number, page_number, rank_text
-from .ranking import DEFAULT_SORT, MeanRank, by_zoo, mean_ranks, rank_records
+from .ranking import MeanRank, by_zoo, mean_ranks, partial_note, rank_records
 from .schema import SHOWN, WITH_INTERVAL, Record, finite, score_label, score_spec
 
 if TYPE_CHECKING:
@@ -62,6 +63,25 @@ def _first(score: str) -> str:
 
 def _known(x: Any) -> Any:
     return "?" if x is None else x
+
+
+def partial_badge(rec: Record) -> str:
+    """The 'partial zoo' mark of a record made on a partial zoo, its reason in its title ('' otherwise)."""
+    note = partial_note(rec)
+    if not note:
+        return ""
+    tip = (f"{note[0].upper()}{note[1:]}: its scores describe only the models the zoo held, so it is listed "
+           "apart from the records made on every model of the zoo's recipe.")
+    return f' <span class="badge badge-none badge-partial" tabindex="0" title="{esc(tip)}">partial zoo</span>'
+
+
+def local_badge(local: bool) -> str:
+    """The 'local' mark of the user's own record (not from the shipped folder: not verified); '' otherwise."""
+    if not local:
+        return ""
+    tip = ("Your own record, read from a results folder other than the shipped one: not verified. "
+           "`genbench leaderboard add RECORD` verifies it and adds it to the shipped folder.")
+    return f' <span class="badge badge-local" tabindex="0" title="{esc(tip)}">local</span>'
 
 
 def badge(rec: Record) -> str:
@@ -141,15 +161,19 @@ def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str]
     ])
     rows = []
     for i, r in enumerate(recs):
+        if not r.ok:
+            continue  # listed apart, below the table (failed_list)
         sub_title = str(r.submission.get("title") or "") if r.submission else ""
-        search = " ".join([r.name, str(r.kind or ""), str(r.citation or ""), sub_title]).lower()
-        cls = ["failed"] if not r.ok else []
+        search = " ".join([r.name, str(r.kind or ""), str(r.citation or ""), sub_title,
+                           "local" if r.local else ""]).lower()
+        cls = ["failed"] if not r.ok else ["partial"] if not r.zoo_complete else []
         if r.rank_group is not None:
             cls.append("group-even" if int(r.rank_group) % 2 == 0 else "group-odd")
+        cls += ["local"] if r.local else []
         cells = [rank_td(r.rank), rank_td(r.rank_group)]
         sub_html = f'<span class="subtitle">{esc(sub_title)}</span>' if sub_title else ""
         cells.append(f'<td data-sort="{esc(r.name.lower())}"><a class="entry" href="{esc(links[(zoo, i)])}">'
-                     f"{esc(r.name)}</a>{sub_html}</td>")
+                     f"{esc(r.name)}</a>{local_badge(r.local)}{partial_badge(r)}{sub_html}</td>")
         cells.append(f"<td>{esc(r.kind or DASH)}</td>")
         for key in SHOWN:
             cells.append(num_td(r.score(key), *(r.interval(key) if key in WITH_INTERVAL else ())))
@@ -158,8 +182,13 @@ def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str]
         rows.append(f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-search="{esc(search)}">'
                     + "".join(cells) + "</tr>")
     n_ok = sum(r.ok for r in recs)
-    caption = (f"{n_ok} ranked entr{'y' if n_ok == 1 else 'ies'}"
-               f"{f', {len(recs) - n_ok} failed' if len(recs) > n_ok else ''}. Ranked by k-fold R\u00b2; "
+    n_local = sum(r.ok and r.local for r in recs)
+    n_partial = sum(r.ok and not r.zoo_complete for r in recs)
+    caption = (f"{n_ok - n_partial} ranked entr{'y' if n_ok - n_partial == 1 else 'ies'}"
+               f"{f', {len(recs) - n_ok} failed (listed below the table)' if len(recs) > n_ok else ''}"
+               f"{f', {n_local} local (your own records, not verified)' if n_local else ''}"
+               f"{f', {n_partial} unranked: scored on a partial zoo' if n_partial else ''}. "
+               "Ranked by k-fold R\u00b2; "
                "intervals are 95% bootstrap intervals over models. Click a header to sort, again to reverse; "
                "missing values (\u2013) sort last.")
     return (
@@ -168,8 +197,19 @@ def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str]
         f'aria-label="filter the entries of {esc(zoo)}"><span class="muted" id="{tid}-count"></span></div>\n'
         f'<div class="table-wrap"><table class="sortable-table leaderboard" id="{tid}" data-zoo="{esc(zoo)}">'
         f"<caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
-        + "\n".join(rows) + "\n</tbody></table></div>"
+        + "\n".join(rows) + "\n</tbody></table></div>" + failed_list(zoo, recs, links)
     )
+
+
+def failed_list(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str]) -> str:
+    """The failed entries of one zoo, apart from the ranking: one line each with its reason ('' when none)."""
+    items = [f'<li data-name="{esc(r.name)}"><a class="entry" href="{esc(links[(zoo, i)])}">{esc(r.name)}</a>'
+             f'{local_badge(r.local)}: <span class="reason">{esc(r.failure or "no reason recorded")}</span></li>'
+             for i, r in enumerate(recs) if not r.ok]
+    if not items:
+        return ""
+    return (f'<div class="failed-entries" data-zoo="{esc(zoo)}"><h3>Failed on {esc(zoo)} (not ranked)</h3>'
+            f'<ul>{"".join(items)}</ul></div>')
 
 
 def _verdict_key(r: Record) -> str:
@@ -187,7 +227,7 @@ def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[
                     th("Mean rank", kind="num", tip="mean of the per-zoo ranks", cls="num")])
     body = []
     for row in rows:
-        cells = [f'<td data-sort="{esc(row.entry.lower())}">{esc(row.entry)}</td>',
+        cells = [f'<td data-sort="{esc(row.entry.lower())}">{esc(row.entry)}{local_badge(row.local)}</td>',
                  f"<td>{esc(row.kind or DASH)}</td>"]
         for z in zoos:
             rank = row.ranks.get(z)
@@ -295,7 +335,13 @@ def entry_page(rec: Record, zoo: str, index_href: str) -> str:
     parts = [f'<header class="page"><p><a href="{esc(index_href)}">\u2190 leaderboard</a></p>'
              f'<h1 id="entry-name">{esc(name)}</h1>'
              f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.kind or DASH)} \u00b7 '
-             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}</p></header>']
+             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}{local_badge(rec.local)}</p></header>']
+    if not rec.zoo_complete:
+        note = partial_note(rec)
+        parts.append('<section class="partial" id="partial"><h2>Scored on a partial zoo</h2>'
+                     f"<p>{esc(note[0].upper() + note[1:])}: the zoo lacked some of the models its recipe makes when "
+                     "this record was made, so its scores describe the models it held only and are not comparable "
+                     "with records made on the complete zoo.</p></section>")
     if not rec.ok:
         parts.append('<section class="failure" id="failure"><h2>Evaluation failed</h2>'
                      f'<p>{esc(rec.failure or "no reason recorded")}</p>'
@@ -398,8 +444,10 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     if ablation:
         nav.append('<a href="#ablation">DEMOGEN ablations</a>')
     n = sum(len(v) for v in zoos.values())
+    n_local = sum(r.local for v in zoos.values() for r in v)
+    local = f" ({n_local} of them local: your own, not verified)" if n_local else ""
     parts = [f'<header class="page"><h1>{esc(title)}</h1><p class="sub">{n} records on {len(zoos)} '
-             f'zoo{"s" if len(zoos) != 1 else ""}. Hover a fragility badge to see its checks; follow an entry '
+             f'zoo{"s" if len(zoos) != 1 else ""}{local}. Hover a fragility badge to see its checks; follow an entry '
              'for its chart, provenance and the command that reproduces it.</p>'
              f'<nav class="zoos" aria-label="zoos">{"".join(nav)}</nav></header>']
     if not zoos:

@@ -1,4 +1,5 @@
-"""genbench verify: recompute a result record from scratch and list every number that does not reproduce."""
+"""genbench verify: recompute a result record from scratch and list every number that does not reproduce;
+genbench leaderboard add: the one way into the shipped folder of records, for a record that reproduces."""
 from __future__ import annotations
 
 import math
@@ -6,11 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..defaults import SHIPPED_RESULTS
 from ..errors import GenbenchError
+from ..fileio import atomic_write
 from ..measures import get_measure, import_measure_file
 from ..zoo.storage import load_zoo
 from .records import run_entry
-from .schema import Record
+from .schema import Record, record_path
 
 RTOL, ATOL = 1e-5, 1e-8
 
@@ -24,6 +27,8 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     rtol: float = RTOL
     atol: float = ATOL
+    added: str | None = None  # where add_record copied the record (None: not added)
+    replaced: bool = False  # whether it replaced a different record there
 
     @property
     def ok(self) -> bool:
@@ -85,4 +90,42 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     _compare("audit.verdict", rec.verdict, new.verdict, v.differences, rtol, atol)
     _compare("audit.checks", (rec.audit or {}).get("checks"), (new.audit or {}).get("checks"), v.differences, rtol,
              atol)
+    return v
+
+
+def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
+               device: str | None = None) -> Verification:
+    """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
+    TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
+    changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
+    to, path = Path(to), Path(path)
+    if not to.is_dir():
+        raise GenbenchError(f"{to} is not a folder: records are added to the shipped folder of verified records (a "
+                            f"checkout's {SHIPPED_RESULTS.as_posix()}), which must exist")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise GenbenchError(f"cannot read result record {path}: {e}") from None
+    rec = Record.read(path)
+    v = Verification(str(path), rtol=rtol, atol=atol)
+    dest = record_path(rec, to)
+    if dest.resolve().parent.parent != to.resolve():
+        v.problems.append(f"its entry name {rec.name!r} or zoo name {rec.zoo_name!r} is not a plain file name")
+    elif not rec.ok:
+        v.problems.append("a failed record is not added (the shipped folder holds verified scores only): "
+                          + (rec.failure or "no reason recorded"))
+    elif not rec.zoo_complete:
+        v.problems.append(f"a record on a partial zoo ({rec.zoo_models} of {rec.zoo_expected_models} models) is not "
+                          "added: the shipped folder holds records on complete zoos only; finish the zoo and "
+                          "score it again")
+    if v.problems:
+        return v
+    v = verify_record(path, rtol=rtol, atol=atol, device=device)
+    if v.ok and path.read_bytes() != data:
+        v.problems.append("the record's file changed while it was verified; add it again")
+    if v.ok:
+        old = dest.read_bytes() if dest.is_file() else None
+        if old != data:
+            atomic_write(dest, lambda tmp: tmp.write_bytes(data))
+        v.added, v.replaced = str(dest), old is not None and old != data
     return v

@@ -1,7 +1,8 @@
 """Generalization measures: the registry, the context a measure sees, and the built-in catalogue."""
-from .context import BudgetExceeded, MeasureContext, TrainingSet
-from .files import import_measure_file
-from .registry import Measure, get_measure, list_measures, register_measure, resolve_measures
+from ..lazy import lazy_exports
 
-__all__ = ["BudgetExceeded", "Measure", "MeasureContext", "TrainingSet", "get_measure",
-           "import_measure_file", "list_measures", "register_measure", "resolve_measures"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".context": ("BudgetExceeded", "MeasureContext", "TrainingSet"),
+    ".files": ("import_measure_file",),
+    ".registry": ("Measure", "get_measure", "list_measures", "register_measure", "resolve_measures"),
+})  # imported on first use

@@ -1,6 +1,9 @@
 """Scores: how well a measure predicts the generalization gap (regression, ranks, intervals), and the
 fragility audit of whether that survives small changes of training."""
-from .audit import FragilityReport, Thresholds, audit
-from .scores import MeasureScores, Scores, score
+from ..lazy import lazy_exports
 
-__all__ = ["FragilityReport", "MeasureScores", "Scores", "Thresholds", "audit", "score"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".audit": ("FragilityReport", "Thresholds", "audit"),
+    ".spec": ("MeasureScores",),
+    ".scores": ("Scores", "score"),
+})  # imported on first use

@@ -14,89 +14,10 @@ from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from . import rank
 from .regression import K_FOLDS, RegressionResult, bootstrap, fit
+from .spec import SCORE_NAMES, MeasureScores
 
 TARGETS = ("gap", "test_acc")
 LEVEL = 0.95
-
-
-@dataclass(frozen=True)
-class Score:
-    """One score a measure gets: its key in records, its names for people, and which way is better."""
-
-    name: str
-    label: str                    # full name (the entry page)
-    header: str                   # column header (the web page)
-    ascii: str                    # column header (the terminal)
-    help: str                     # what it measures (tooltips)
-    lower_is_better: bool = False
-
-
-# THE list of scores, in display order; records, rankings, tables and the page all read it.
-SCORES: tuple[Score, ...] = (
-    Score("adj_r2", "adjusted R\u00b2", "adj. R\u00b2", "adj R2",
-          "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval"),
-    Score("kfold_r2", "k-fold R\u00b2", "k-fold R\u00b2", "k-fold R2",
-          "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), with its 95% bootstrap "
-          "interval"),
-    Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
-          lower_is_better=True),
-    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap"),
-    Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
-          "granulated Kendall \u03c4 averaged over hyperparameter axes"),
-    Score("cmi", "CMI", "CMI", "CMI",
-          "conditional mutual information with the gap, minimised over hyperparameter sets"),
-    Score("cmi_pgdl", "CMI (PGDL)", "CMI (PGDL)", "CMI (PGDL)",
-          "conditional mutual information as the PGDL competition computed it"),
-    Score("sign_error_worst", "sign-error (worst)", "sign-error (worst)", "sign-err worst",
-          "robust sign-error: worst case over environments (lower is better)", lower_is_better=True),
-    Score("sign_error_p90", "sign-error (90th percentile)", "sign-error (p90)", "sign-err p90",
-          "robust sign-error: 90th percentile over environments (lower is better)", lower_is_better=True),
-    Score("sign_error_mean", "sign-error (mean)", "sign-error (mean)", "sign-err mean",
-          "robust sign-error: mean over environments (lower is better)", lower_is_better=True),
-)
-SCORE_NAMES = tuple(s.name for s in SCORES)
-
-
-@dataclass
-class MeasureScores:
-    """All scores of one measure on one zoo, with intervals and what could not be computed (and why)."""
-
-    measure: str
-    kind: str
-    transform: str | None
-    target: str
-    n: int
-    dropped: int
-    features: int
-    values: dict[str, float] = field(default_factory=dict)
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    coef: list[float] = field(default_factory=list)
-    intercept: float = float("nan")
-    psi_axes: dict[str, float] = field(default_factory=dict)
-    cmi_sign: float = float("nan")
-    predictions: pd.Series | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def __getattr__(self, name: str) -> float:
-        if name in SCORE_NAMES:
-            return self.values.get(name, float("nan"))
-        raise AttributeError(name)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MeasureScores":
-        """The inverse of to_dict (as stored in a result record; JSON nulls back to NaN)."""
-        nan = float("nan")
-        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "predictions"}
-        kw["values"] = {k: nan if v is None else v for k, v in d.get("values", {}).items()}
-        kw["intervals"] = {k: tuple(nan if x is None else x for x in v) for k, v in d.get("intervals", {}).items()}
-        return cls(**kw)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (the k-fold predictions as {model_id: value})."""
-        d = {k: v for k, v in self.__dict__.items() if k != "predictions"}
-        d["intervals"] = {k: list(v) for k, v in self.intervals.items()}
-        d["predictions"] = None if self.predictions is None else {str(k): float(v) for k, v in self.predictions.items()}
-        return d
 
 
 class Scores:
@@ -229,15 +150,18 @@ def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame,
 
 
 def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str | None = "auto", *,
-          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = SEED, n_boot: int = N_BOOT) -> Scores:
+          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = SEED, n_boot: int = N_BOOT,
+          allow_partial: bool = False) -> Scores:
     """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
 
-    transform "auto" uses each measure's own phi (log for "_log" measures); "log" / "linear" force one."""
+    transform "auto" uses each measure's own phi (log for "_log" measures); "log" / "linear" force one.
+    A partial zoo (not every model of its recipe built or downloaded) is refused unless `allow_partial`."""
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
     if transform not in ("auto", "log", "linear", None):
         raise GenbenchError(f"transform must be 'auto', 'log', 'linear' or None, got {transform!r}")
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     info = values.attrs.get("measures", {})
     # folds and bootstrap resamples are assigned by position: fix the order so a score does not depend on it
     values = values.sort_values("model_id", kind="stable").reset_index(drop=True)

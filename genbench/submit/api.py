@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, RESULTS
+from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT
 from ..device import resolve_device
 from ..errors import GenbenchError
 from ..leaderboard.records import failure_record
@@ -24,10 +24,11 @@ CHECK_MODELS = 2  # models the conformance suite runs on, in the worker
 STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and loading its zoos
 
 
-def submit_command(sub: Submission, zoo: str) -> str:
-    """The command that (re)produces the record of `sub` on `zoo`, as stored in its provenance."""
+def submit_command(sub: Submission, zoo: str, *, partial: bool = False) -> str:
+    """The command that (re)produces the record of `sub` on `zoo` (a partial zoo: with --allow-partial), as stored
+    in its provenance."""
     folder = sub.fields()["path"]
-    return f"genbench submit {folder} --zoo {zoo}"
+    return f"genbench submit {folder} --zoo {zoo}" + (" --allow-partial" if partial else "")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -58,17 +59,21 @@ def _default_timeout(zoos: list[Zoo], audit_zoo: str | None, budget_s: float | N
     return STARTUP_S + 2.0 * (budget_s if budget_s is not None else BUDGET_S) * n
 
 
-def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str | Path = RESULTS,
+def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str | Path | None = None,
            budget_s: float | None = BUDGET_S, memory_gb: float = 4, timeout_s: float | None = None,
            audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, n_boot: int = N_BOOT,
-           echo: Callable[[str, str], None] | None = None) -> list[Path]:
+           echo: Callable[[str, str], None] | None = None, allow_partial: bool = False) -> list[Path]:
     """Validate a submission folder, run its entry in a child process on each zoo, and write one result
-    record per zoo (ok, or failed with the reason); return the record paths. `echo(text, kind)` receives
-    progress ("stage") and the child's own output ("output")."""
+    record per zoo (ok, or failed with the reason) into `results_root` (default: the user's results folder,
+    $GENBENCH_HOME/results, never the repository's); return the record paths. `echo(text, kind)` receives
+    progress ("stage") and the child's own output ("output"). A partial zoo is refused before the child starts,
+    unless `allow_partial` (then its record is marked partial and not ranked)."""
     echo = echo or (lambda text, kind: None)
     sub = load_submission(path)
     zoo_names = list(dict.fromkeys(zoos)) if zoos else list(sub.zoos)
     loaded = [load_zoo(z) for z in zoo_names]  # an unknown or unbuilt zoo is refused before anything runs
+    for z in loaded:
+        z.require_complete(allow_partial=allow_partial)  # so is a partial one, unless allowed
     if sub.entry in list_measures():
         raise GenbenchError(f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already a registered "
                             "(built-in or installed) measure; give the submitted measure a name of its own")
@@ -82,13 +87,14 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
     if timeout_s is None:
         timeout_s = _default_timeout(loaded, audit_zoo, budget_s)
     fields = sub.fields()
-    commands = [submit_command(sub, z.name) for z in loaded]
+    commands = [submit_command(sub, z.name, partial=not z.complete) for z in loaded]
 
     work = Path(tempfile.mkdtemp(prefix="genbench-submit-"))
     try:
         job = {"folder": str(sub.folder.resolve()), "name": sub.name, "entry": sub.entry, "submission": fields,
                "zoos": [str(z.root.resolve()) for z in loaded], "commands": commands, "budget_s": budget_s,
                "audit_zoo": audit_zoo, "device": device, "n_boot": n_boot, "check_models": CHECK_MODELS,
+               "allow_partial": allow_partial,
                "memory_bytes": int(memory_gb * 2**30), "out": str(work)}
         (work / "job.json").write_text(json.dumps(job))
         reason, seconds = run_worker(work / "job.json", entry=sub.entry, budget_s=budget_s, memory_gb=memory_gb,

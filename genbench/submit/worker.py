@@ -113,7 +113,8 @@ def run(job: dict[str, Any]) -> int:
         try:
             rec = run_entry(entry, z, name=name, submission=fields, audit_zoo=job["audit_zoo"], device=device,
                             budget_s=job["budget_s"], n_boot=int(job["n_boot"]), command=job["commands"][i],
-                            cache=False)  # every value computed here, under the guard and the cap
+                            cache=False,  # every value computed here, under the guard and the cap
+                            allow_partial=bool(job.get("allow_partial")))  # as the user allowed (the parent checked)
         except Exception as e:
             rec = failure_record(name, entry, z, memory_note(f"scoring failed: {type(e).__name__}: {e}", limit),
                                  submission=fields, command=job["commands"][i], device=device,

@@ -1,6 +1,8 @@
 """Model zoos: recipes, datasets, batched training, storage and the `Zoo` reader."""
-from .build import build_zoo
-from .recipe import Recipe, list_recipes, load_recipe
-from .storage import Zoo, load_zoo, local_zoos
+from ..lazy import lazy_exports
 
-__all__ = ["Recipe", "Zoo", "build_zoo", "list_recipes", "load_recipe", "load_zoo", "local_zoos"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".build": ("build_zoo",),
+    ".recipe": ("Recipe", "list_recipes", "load_recipe"),
+    ".storage": ("Zoo", "load_zoo", "local_zoos"),
+})  # imported on first use

@@ -8,9 +8,9 @@ if TYPE_CHECKING:
 
 
 def summary(zoo: "Zoo") -> dict[str, float | int]:
-    """Counts and ranges a person wants to see first: accuracies and the generalization gap."""
+    """Counts and ranges a person wants to see first: models (of the recipe's), accuracies and the gap."""
     t = zoo.table
-    out: dict[str, float | int] = {"models": len(t)}
+    out: dict[str, float | int] = {"models": len(t), "expected_models": zoo.expected_models}
     for col in ("train_acc", "test_acc", "gap"):
         out[f"{col}_min"], out[f"{col}_max"] = float(t[col].min()), float(t[col].max())
     if t["converged"].notna().any():
@@ -23,6 +23,7 @@ def dataset_card(zoo: "Zoo", repo_id: str | None = None) -> str:
     """README.md for the zoo folder; the front matter lists models.parquet as the default config.
     With `repo_id` (the Hub repo it is pushed to) the code snippet loads it from there."""
     s = summary(zoo)
+    count = s["models"] if zoo.complete else f"{s['models']} of the recipe's {s['expected_models']} (a partial zoo)"
     axes = "\n".join(f"| `{k}` | {', '.join(map(str, v))} |" for k, v in zoo.hparams.items())
     m = zoo.manifest
     return f"""---
@@ -38,7 +39,7 @@ tags:
 
 {m.get('description', '').strip()}
 
-A genbench model zoo: {s['models']} trained `{zoo.table['family'].iloc[0]}` networks on
+A genbench model zoo: {count} trained `{zoo.table['family'].iloc[0]}` networks on
 `{m['dataset'].get('path', m['dataset']['name'])}`, with final and initial weights (safetensors),
 the exact training data of each model, and its measured train and test accuracy.
 

@@ -1,11 +1,14 @@
 """The zoo on disk (zoo.json, models.parquet, safetensors checkpoints, dataset card) and the `Zoo`
-object that reads it: the table, models at their final or initial weights, and their exact data."""
+object that reads it: the table, models at their final or initial weights, and their exact data; whether
+a zoo holds every model of its recipe, and the state of each zoo folder."""
 from __future__ import annotations
 
 import fnmatch
 import hashlib
 import json
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,11 @@ def save_checkpoint(path: Path, state: dict[str, torch.Tensor], metadata: dict[s
     header = {"genbench": json.dumps(metadata, sort_keys=True)}
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=header))
     return sha256_file(path)
+
+
+def expected_count(grid: dict[str, list[Any]], twins: list[Any] | None) -> int:
+    """How many models a recipe makes: every grid point, each followed by its twins (as `Recipe.expand()`)."""
+    return math.prod(len(values) for values in grid.values()) * (1 + len(twins or []))
 
 
 def read_table(root: Path) -> pd.DataFrame | None:
@@ -72,7 +80,8 @@ class Zoo:
                 raise GenbenchError(f"{manifest_path} lacks the field {key!r}; rebuild or re-download the zoo")
         table = read_table(self.root)
         if table is None:
-            raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet; finish its build first")
+            raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet: no model is built; "
+                                f"build it with `{build_command(self.name, self.root)}`")
         self._check_file(TABLE)
         self.missing_models: list[str] = []
         if repo_id is not None:
@@ -120,7 +129,56 @@ class Zoo:
 
     def __repr__(self) -> str:
         extra = f", revision={self.revision!r}, missing_models={len(self.missing_models)}" if self.repo_id else ""
+        extra += "" if self.complete else f", expected_models={self.expected_models}"
         return f"Zoo(name={self.name!r}, models={len(self)}{extra}, root={str(self.root)!r})"
+
+    # ------------------------------------------------------------ completeness
+
+    @cached_property
+    def expected_models(self) -> int:
+        """How many models the zoo's recipe makes (grid points x (1 + twins), from zoo.json)."""
+        grid, twins = self.manifest["grid"], self.manifest.get("twins") or []
+        if not (isinstance(grid, dict) and all(isinstance(v, list) for v in grid.values())
+                and isinstance(twins, list)):
+            raise GenbenchError(f"{self.root / MANIFEST}: field 'grid' must map each axis to a list of values and "
+                                "'twins' must be a list; rebuild or re-download the zoo")
+        return expected_count(grid, twins)
+
+    @property
+    def missing_count(self) -> int:
+        """Models of the recipe this copy lacks: not built yet, not downloaded, or never published."""
+        return max(0, self.expected_models - len(self))
+
+    @property
+    def complete(self) -> bool:
+        """Whether the zoo holds every model of its recipe; scores and records are comparable only then."""
+        return self.missing_count == 0
+
+    def completion_hint(self) -> str:
+        """How to get the models this copy lacks: the command that builds or downloads them."""
+        if self.repo_id is None:
+            return f"finish it with `{build_command(self.name, self.root)}`"
+        if self.missing_models:
+            return (f"download the rest with `genbench zoo download {self.repo_id} --revision {self.revision}` "
+                    "(without --models)")
+        return (f"the copy on the Hub ({self.repo_id}) is partial itself: its publisher can finish it with "
+                f"`genbench zoo build {self.name}` and push it again")
+
+    def state(self) -> str:
+        """'complete: all N models of the recipe', or 'partial: n of N models; <how to complete it>'."""
+        if self.complete:
+            return f"complete: all {len(self)} models of the recipe"
+        return f"partial: {len(self)} of {self.expected_models} models; {self.completion_hint()}"
+
+    def require_complete(self, *, allow_partial: bool = False, flag: str = "--allow-partial") -> None:
+        """Refuse a partial zoo (scores on some of a zoo's models are not comparable with scores on all of them):
+        a GenbenchError naming the missing count and the command that completes it, unless `allow_partial`."""
+        if self.complete or allow_partial:
+            return
+        raise GenbenchError(f"zoo {self.name!r} is partial: {len(self)} of {self.expected_models} models, "
+                            f"{self.missing_count} missing; {self.completion_hint()} (or pass {flag} to score it "
+                            f"anyway: the scores then describe those {len(self)} models only, and a record of them is "
+                            "marked partial and not ranked beside records on complete zoos)")
 
     def _refetch_hint(self) -> str:
         if self.repo_id:
@@ -235,6 +293,58 @@ def local_zoos() -> list[str]:
     """Names of the zoos built under $GENBENCH_HOME/zoos."""
     d = zoos_dir()
     return sorted(p.name for p in d.iterdir() if (p / MANIFEST).is_file()) if d.is_dir() else []
+
+
+def build_command(name: str, root: str | Path) -> str:
+    """The command that builds (or finishes) the zoo `name` in the folder `root`."""
+    recipe = name if name in list_recipes() else "RECIPE.yaml"
+    default = zoos_dir() / name
+    out = "" if Path(root).resolve() == default.resolve() else f" --out {root}"
+    return f"genbench zoo build {recipe}{out}"
+
+
+@dataclass(frozen=True)
+class FolderState:
+    """What a zoo folder holds: `state` is 'complete', 'partial', 'empty' (no model yet) or 'broken' (unreadable);
+    `models` and `expected` are the counts where known; `detail` says what to do about it."""
+
+    name: str
+    root: Path
+    state: str
+    models: int | None = None
+    expected: int | None = None
+    detail: str = ""
+
+
+def folder_state(root: str | Path) -> FolderState:
+    """The state of one zoo folder, never an exception: a broken folder is reported as such."""
+    root = Path(root)
+    try:
+        zoo = Zoo(root)
+        expected = zoo.expected_models
+    except Exception as e:  # an unreadable table or manifest of any kind is the folder's state, not an error
+        why = str(e) if isinstance(e, GenbenchError) else f"{type(e).__name__}: {e}"
+        try:
+            manifest = json.loads((root / MANIFEST).read_text())
+            expected = expected_count(manifest["grid"], manifest.get("twins"))
+            name = str(manifest["name"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return FolderState(root.name, root, "broken", detail=why)
+        if not (root / TABLE).exists():
+            return FolderState(root.name, root, "empty", 0, expected,
+                               f"no model built yet; build it with `{build_command(name, root)}`")
+        return FolderState(root.name, root, "broken", None, expected, why)
+    if zoo.complete:
+        return FolderState(root.name, root, "complete", len(zoo), expected)
+    return FolderState(root.name, root, "partial", len(zoo), expected, zoo.completion_hint())
+
+
+def local_zoo_states() -> list[FolderState]:
+    """The state of every folder under $GENBENCH_HOME/zoos (partial and broken ones included), by folder name."""
+    d = zoos_dir()
+    if not d.is_dir():
+        return []
+    return [folder_state(p) for p in sorted(d.iterdir()) if p.is_dir() and not p.name.startswith(".")]
 
 
 def load_zoo(name_or_path: str | Path, revision: str | None = None, *,

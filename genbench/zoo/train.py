@@ -105,14 +105,17 @@ class _Batches:
 
 
 def _augment_stacked(xb: torch.Tensor, streams: list[_Batches], which: list[int]) -> torch.Tensor:
-    """Augment the batches of the models in `which` at once, each with its own random numbers."""
+    """Augment the batches of the models in `which` at once, each with its own random numbers; `xb` (the
+    step's own copy of the batch) may be written in place."""
     if not which:
         return xb
     draws = [streams[i].draw(tuple(xb.shape[1:])) for i in which]
     cat = {k: torch.cat([d[k] for d in draws]) for k in draws[0]}
+    if len(which) == len(xb):
+        return apply_augmentation(xb.flatten(0, 1), streams[0].kind, cat).view_as(xb)
     sel = torch.tensor(which, device=xb.device)
     out = apply_augmentation(xb[sel].flatten(0, 1), streams[0].kind, cat).view(len(which), *xb.shape[1:])
-    return xb.index_copy(0, sel, out)
+    return xb.index_copy_(0, sel, out)
 
 
 def train_one(spec: ModelSpec, pool: Pool, device: str = "cpu") -> Trained:
@@ -163,42 +166,67 @@ class _StackedOptimizer:
     All parameters live in one flat (models, numbers) buffer, so a step is a handful of whole-buffer ops
     rather than a handful per parameter tensor. The update is torch.optim.SGD's / torch.optim.Adam's
     (L2 decay added to the gradient), element by element, so a stacked model follows the same trajectory
-    as its one-model twin."""
+    as its one-model twin. The gradient is written into a flat buffer of the same layout (`grad`, with
+    one view per parameter in `grads`), and every step reuses it, the optimizer state and one or two
+    temporaries, all updated in place: blocks of this size freshly allocated at each step are handed back
+    to the OS by glibc's default malloc and page-faulted in again at the next."""
 
-    def __init__(self, flat: torch.Tensor, specs: list[ModelSpec]):
+    def __init__(self, flat: torch.Tensor, specs: list[ModelSpec], shapes: dict[str, torch.Size]):
         col = lambda key: torch.tensor([[float(s.train[key])] for s in specs], device=flat.device)  # noqa: E731
         self.kind = specs[0].train["optimizer"]
-        self.flat, self.lr, self.wd, self.mom = flat, col("lr"), col("weight_decay"), col("momentum")
+        self.lr, self.wd, self.mom = col("lr"), col("weight_decay"), col("momentum")
         self.decay = bool((self.wd != 0).any())
+        self.shapes = shapes
         self.state: tuple[torch.Tensor, ...] | None = None
         self.t = 0
+        self._use(flat)
+
+    def _use(self, flat: torch.Tensor) -> None:
+        self.flat = flat
+        self.grad = torch.empty_like(flat)
+        self.grads = _views(self.grad, self.shapes, grad=False)
+        self._scratch: dict[str, torch.Tensor] = {}
 
     def keep(self, pos: torch.Tensor, flat: torch.Tensor) -> None:
         """Keep only the models at stack positions `pos` (the others have finished)."""
-        self.flat, self.lr, self.wd, self.mom = flat, self.lr[pos], self.wd[pos], self.mom[pos]
+        self.lr, self.wd, self.mom = self.lr[pos], self.wd[pos], self.mom[pos]
         self.state = None if self.state is None else tuple(x[pos] for x in self.state)
+        self._use(flat)
+
+    def _buffer(self, name: str) -> torch.Tensor:
+        """A scratch buffer shaped like the flat parameters, allocated once (again after `keep`)."""
+        buf = self._scratch.get(name)
+        if buf is None:
+            buf = self._scratch[name] = torch.empty_like(self.flat)
+        return buf
+
+    def set_grads(self, grads: tuple[torch.Tensor, ...]) -> None:
+        """Copy per-parameter gradients (in the flat layout's order) into `grad`."""
+        torch.cat([x.flatten(1) for x in grads], 1, out=self.grad)
 
     @torch.no_grad()
-    def step(self, grads: tuple[torch.Tensor, ...], factor: float) -> None:
+    def step(self, factor: float) -> None:
+        """One update from the gradient in `grad`, the learning rates scaled by `factor`."""
         self.t += 1
-        p = self.flat
-        g = torch.cat([x.flatten(1) for x in grads], 1)
+        p, g = self.flat, self.grad
         if self.decay:
-            g.add_(self.wd * p)
+            g.add_(torch.mul(self.wd, p, out=self._buffer("tmp")))
         lr = self.lr * factor
         if self.kind == "sgd":
-            buf = g if self.state is None else _flush(self.state[0].mul_(self.mom).add_(g))
+            if self.state is None:  # the first momentum buffer is the gradient itself (torch.optim.SGD)
+                buf = g.clone()
+            else:
+                buf = _flush_(self.state[0].mul_(self.mom).add_(g))
             self.state = (buf,)
-            p.sub_(lr * buf)
+            p.sub_(torch.mul(lr, buf, out=self._buffer("tmp")))
         else:
             b1, b2, eps = 0.9, 0.999, 1e-8
             if self.state is None:
                 self.state = (torch.zeros_like(p), torch.zeros_like(p))
             m, v = self.state
-            m, v = _flush(m.lerp_(g, 1 - b1)), _flush(v.mul_(b2).addcmul_(g, g, value=1 - b2))
-            self.state = (m, v)
-            denom = (v.sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)
-            p.sub_(lr / (1 - b1 ** self.t) * m / denom)
+            _flush_(m.lerp_(g, 1 - b1)), _flush_(v.mul_(b2).addcmul_(g, g, value=1 - b2))
+            denom = torch.sqrt(v, out=self._buffer("denom")).div_((1 - b2 ** self.t) ** 0.5).add_(eps)
+            p.sub_(torch.mul(lr / (1 - b1 ** self.t), m, out=self._buffer("tmp")).div_(denom))
 
 
 def _flush(x: torch.Tensor) -> torch.Tensor:
@@ -210,12 +238,18 @@ def _flush(x: torch.Tensor) -> torch.Tensor:
     return F.hardshrink(x, torch.finfo(x.dtype).tiny)
 
 
-def _views(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch.Tensor]:
-    """Leaf tensors that share `flat`'s storage, one per parameter (updating `flat` updates them)."""
+def _flush_(x: torch.Tensor) -> torch.Tensor:
+    """`_flush` in place: the same values (bit for bit) written back into `x`."""
+    return torch.ops.aten.hardshrink.out(x, torch.finfo(x.dtype).tiny, out=x)
+
+
+def _views(flat: torch.Tensor, shapes: dict[str, torch.Size], grad: bool = True) -> dict[str, torch.Tensor]:
+    """Tensors that share `flat`'s storage, one per parameter (updating `flat` updates them); leaves that
+    require grad unless `grad` is False."""
     out, a = {}, 0
     for k, shape in shapes.items():
         n = shape.numel()
-        out[k] = flat[:, a:a + n].view(len(flat), *shape).requires_grad_()
+        out[k] = flat[:, a:a + n].view(len(flat), *shape).requires_grad_(grad)
         a += n
     return out
 
@@ -234,6 +268,13 @@ def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> C
     return forward
 
 
+def _stacked_gradient(specs: list[ModelSpec], model: nn.Module, device: str) -> Callable[..., Any] | None:
+    """gradient(params, x (M, B, ...), y (M, B), grads) writing the training loss's gradient into `grads`
+    (views of the optimizer's flat buffer), when the family computes it itself; else None (autograd)."""
+    make = getattr(model, "stacked_gradient", None)
+    return None if make is None else make([s.arch for s in specs], device)
+
+
 def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 on_epoch: Callable[[int], None] | None = None) -> list[Trained]:
     """Train models that share a `group_key` together as one stacked model; a model that meets the
@@ -250,7 +291,8 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
     buffers = {k: torch.stack([m.state_dict()[k] for m in models]).to(device) for k in bnames}
     plist = [params[k] for k in names]
     forward = _stacked_forward(specs, models[0], device)
-    opt = _StackedOptimizer(flat, specs)
+    gradient = _stacked_gradient(specs, models[0], device)
+    opt = _StackedOptimizer(flat, specs, shapes)
     streams = [_Batches(s, pool) for s in specs]
     idx = torch.stack([d.idx for d in streams])
     labels = torch.stack([d.labels for d in streams]).to(device)
@@ -267,12 +309,17 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
             perms = torch.stack([d.epoch() for d in streams])
             for b in range(steps_per_epoch):
                 sel = perms[:, b * bs:(b + 1) * bs]
-                xb = x_pool[torch.gather(idx, 1, sel).to(device)]
+                rows = torch.gather(idx, 1, sel).view(-1).to(device)
+                xb = x_pool.index_select(0, rows).view(*sel.shape, *x_pool.shape[1:])
                 xb = _augment_stacked(xb, streams, augmenting)
                 yb = torch.gather(labels, 1, sel.to(device))
-                logits = forward(params, buffers, xb, True)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
-                opt.step(torch.autograd.grad(loss, plist), factor)
+                if gradient is not None:  # the family's own backward pass, into the optimizer's buffer
+                    gradient(params, xb, yb, opt.grads)
+                else:
+                    logits = forward(params, buffers, xb, True)
+                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
+                    opt.set_grads(torch.autograd.grad(loss, plist))
+                opt.step(factor)
                 steps += 1
             if on_epoch:
                 on_epoch(len(alive))
@@ -296,6 +343,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                     idx, labels = idx[pos.cpu()], labels[pos]
                     augmenting = [slot for slot, i in enumerate(alive) if specs[i].train["augment"]]
                     forward = _stacked_forward([specs[i] for i in alive], models[0], device)
+                    gradient = _stacked_gradient([specs[i] for i in alive], models[0], device)
     seconds = (time.perf_counter() - start) / m_count
     out = []
     for i, s in enumerate(specs):

@@ -1,0 +1,91 @@
+"""What a score is: the one list of scores (name, labels, which way is better) and one measure's block of
+scores as records store it. Plain Python, so that records and the leaderboard read it without numpy, torch or
+scikit-learn; scores.py computes the numbers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score a measure gets: its key in records, its names for people, and which way is better."""
+
+    name: str
+    label: str                    # full name (the entry page)
+    header: str                   # column header (the web page)
+    ascii: str                    # column header (the terminal)
+    help: str                     # what it measures (tooltips)
+    lower_is_better: bool = False
+
+
+# THE list of scores, in display order; records, rankings, tables and the page all read it.
+SCORES: tuple[Score, ...] = (
+    Score("adj_r2", "adjusted R\u00b2", "adj. R\u00b2", "adj R2",
+          "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval"),
+    Score("kfold_r2", "k-fold R\u00b2", "k-fold R\u00b2", "k-fold R2",
+          "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), with its 95% bootstrap "
+          "interval"),
+    Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
+          lower_is_better=True),
+    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap"),
+    Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
+          "granulated Kendall \u03c4 averaged over hyperparameter axes"),
+    Score("cmi", "CMI", "CMI", "CMI",
+          "conditional mutual information with the gap, minimised over hyperparameter sets"),
+    Score("cmi_pgdl", "CMI (PGDL)", "CMI (PGDL)", "CMI (PGDL)",
+          "conditional mutual information as the PGDL competition computed it"),
+    Score("sign_error_worst", "sign-error (worst)", "sign-error (worst)", "sign-err worst",
+          "robust sign-error: worst case over environments (lower is better)", lower_is_better=True),
+    Score("sign_error_p90", "sign-error (90th percentile)", "sign-error (p90)", "sign-err p90",
+          "robust sign-error: 90th percentile over environments (lower is better)", lower_is_better=True),
+    Score("sign_error_mean", "sign-error (mean)", "sign-error (mean)", "sign-err mean",
+          "robust sign-error: mean over environments (lower is better)", lower_is_better=True),
+)
+DEFAULT_SORT = "kfold_r2"  # the ranking score
+SCORE_NAMES = tuple(s.name for s in SCORES)
+
+
+@dataclass
+class MeasureScores:
+    """All scores of one measure on one zoo, with intervals and what could not be computed (and why)."""
+
+    measure: str
+    kind: str
+    transform: str | None
+    target: str
+    n: int
+    dropped: int
+    features: int
+    values: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    coef: list[float] = field(default_factory=list)
+    intercept: float = float("nan")
+    psi_axes: dict[str, float] = field(default_factory=dict)
+    cmi_sign: float = float("nan")
+    predictions: pd.Series | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> float:
+        if name in SCORE_NAMES:
+            return self.values.get(name, float("nan"))
+        raise AttributeError(name)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MeasureScores":
+        """The inverse of to_dict (as stored in a result record; JSON nulls back to NaN)."""
+        nan = float("nan")
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "predictions"}
+        kw["values"] = {k: nan if v is None else v for k, v in d.get("values", {}).items()}
+        kw["intervals"] = {k: tuple(nan if x is None else x for x in v) for k, v in d.get("intervals", {}).items()}
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the k-fold predictions as {model_id: value})."""
+        d = {k: v for k, v in self.__dict__.items() if k != "predictions"}
+        d["intervals"] = {k: list(v) for k, v in self.intervals.items()}
+        d["predictions"] = None if self.predictions is None else {str(k): float(v) for k, v in self.predictions.items()}
+        return d
