@@ -427,7 +427,12 @@ def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'm
     names = list_measures(pattern)
     if not names:
         raise GenbenchError(f"no measure matches {pattern!r}; `genbench measures list` shows them all")
-    t = Table("measure", "kind", "needs", "phi", "what it computes", title=f"{len(names)} measures")
+    t = Table("measure", "kind", "needs", "phi", "what it computes", title=f"{len(names)} measures",
+              caption="kind: scalar (one number per model) or signature (a vector per model, regressed as in "
+                      "DEMOGEN); needs: what the measure sees besides the model (train_data: the exact training "
+                      "set; init_weights: the model at initialisation; augment: the zoo's augmentation); phi: "
+                      "the transform the scorer applies before regressing (log or linear; empty: the raw value)",
+              caption_justify="left")
     for n in names:
         m = get_measure(n)
         t.add_row(n, m.kind, ",".join(m.needs), m.transform or "", m.doc)

@@ -184,6 +184,8 @@ def test_cli_evaluate_writes_and_merges_the_value_table(digits_zoo, home):
     assert df["output.entropy"].notna().sum() == len(digits_zoo) // 2
     r = runner.invoke(app, ["measures", "list", "pacbayes.*"])
     assert r.exit_code == 0 and "pacbayes.init" in r.output
+    said = " ".join(r.output.split())
+    assert all(k in said for k in ("kind: scalar", "needs: what the measure sees", "phi: the transform"))
 
 
 def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):
