@@ -229,17 +229,12 @@ class _StackedOptimizer:
             p.sub_(torch.mul(lr / (1 - b1 ** self.t), m, out=self._buffer("tmp")).div_(denom))
 
 
-def _flush(x: torch.Tensor) -> torch.Tensor:
-    """`x` with subnormal entries set to 0.
+def _flush_(x: torch.Tensor) -> torch.Tensor:
+    """`x` with subnormal entries set to 0, in place (hardshrink at float `tiny`, written back into `x`).
 
     The momentum of a dead unit (gradient exactly 0) decays geometrically through subnormal floats, whose
     arithmetic is ~15x slower on CPU; torch.set_flush_denormal would only cover the calling thread, not the
     intra-op worker threads, and would make results depend on how work is split between threads."""
-    return F.hardshrink(x, torch.finfo(x.dtype).tiny)
-
-
-def _flush_(x: torch.Tensor) -> torch.Tensor:
-    """`_flush` in place: the same values (bit for bit) written back into `x`."""
     return torch.ops.aten.hardshrink.out(x, torch.finfo(x.dtype).tiny, out=x)
 
 
