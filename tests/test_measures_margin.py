@@ -135,6 +135,37 @@ def test_one_backward_pass_equals_a_per_example_loop():
             assert fast.distance[k, n] == pytest.approx(expected, rel=1e-5)
 
 
+class _TimesOne(torch.nn.Module):
+    """The same logits (x * 1.0 is exact) in a tensor that is not the last Linear's output, so compute_margins
+    takes the backward pass from the logits with the one-hot direction instead of starting at the head."""
+
+    def __init__(self, net: torch.nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) * 1.0
+
+
+def test_backward_from_the_head_equals_backward_from_the_logits_bit_for_bit():
+    torch.manual_seed(3)
+    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=3, batchnorm=True))
+    with torch.no_grad():
+        for mod in net.modules():
+            if isinstance(mod, torch.nn.BatchNorm1d):
+                mod.running_mean.normal_()
+                mod.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    x, y = torch.randn(200, 12), torch.randint(0, 5, (200,))
+    layers = net.probe_layers()
+    head = M.compute_margins(net, layers, iter([(x[:120], y[:120]), (x[120:], y[120:])]))
+    wrapped = _TimesOne(net)
+    logits = M.compute_margins(wrapped, [f"net.{n}" for n in layers], iter([(x[:120], y[:120]), (x[120:], y[120:])]))
+    np.testing.assert_array_equal(head.distance, logits.distance)
+    np.testing.assert_array_equal(head.total_variation, logits.total_variation)
+    np.testing.assert_array_equal(head.output_margin, logits.output_margin)
+
+
 def test_normalised_signatures_survive_relu_rescaling_and_unnormalised_do_not():
     torch.manual_seed(1)
     net = build_model("mlp", dict(in_shape=[8], num_classes=3, width=16, depth=3)).eval()

@@ -5,7 +5,6 @@ takes grad_outputs = onehot(i) - onehot(j), which gives grad_{x^l}(f_i - f_j) fo
 all layers at once (the model is in eval mode, so examples do not interact)."""
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from collections.abc import Iterator
 
@@ -50,19 +49,6 @@ class Margins:
         return self.distance / np.sqrt(self.total_variation)[:, None]
 
 
-@contextmanager
-def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, torch.Tensor]]:
-    """Record the output of the named modules during forward passes (one forward hook each)."""
-    out: dict[str, torch.Tensor] = {}
-    modules = dict(model.named_modules())
-    hooks = [modules[n].register_forward_hook(lambda _m, _i, o, n=n: out.__setitem__(n, o)) for n in names]
-    try:
-        yield out
-    finally:
-        for h in hooks:
-            h.remove()
-
-
 def predicted_and_other(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The predicted class and j: the highest logit when the prediction is wrong, else the second
     highest (DEMOGEN)."""
@@ -78,52 +64,128 @@ def other_class(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 class _RunningVariation:
     """Total variation sum_d Var(x_d) = E||x||^2 - ||E x||^2 over batches, from one dot product and one
     matrix product per batch (several times faster on the CPU than centring, column sums or var_mean);
-    the batch sums are accumulated in float64."""
+    the batch sums are accumulated in float64 (when the value is asked for, in the order of the batches)."""
 
     def __init__(self) -> None:
-        self.n, self.s1, self.s2 = 0, 0.0, 0.0
+        self.n = 0
+        self._sums: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._ones: torch.Tensor | None = None
 
     def add(self, a: torch.Tensor) -> None:
         a = a.flatten(1)
-        ones = torch.ones(1, a.shape[0], dtype=a.dtype, device=a.device)
-        self.s1 = self.s1 + (ones @ a).double()
+        ones = self._ones
+        if ones is None or ones.shape[1] != a.shape[0] or ones.dtype != a.dtype or ones.device != a.device:
+            ones = self._ones = torch.ones(1, a.shape[0], dtype=a.dtype, device=a.device)
         flat = a.reshape(-1)
-        self.s2 = self.s2 + float(torch.dot(flat, flat))
+        self._sums.append((ones @ a, torch.dot(flat, flat)))
         self.n += a.shape[0]
 
     def value(self) -> float:
-        mean = self.s1 / self.n
-        return max(0.0, self.s2 / self.n - float((mean * mean).sum()))
+        s1, s2 = 0.0, 0.0
+        for col, sq in self._sums:
+            s1, s2 = s1 + col.double(), s2 + float(sq)
+        mean = s1 / self.n
+        return max(0.0, s2 / self.n - float((mean * mean).sum()))
+
+
+class _Probes:
+    """Hooks that use each probe activation and its gradient the moment they are produced, while they are
+    still in the CPU cache, and keep neither: a forward hook accumulates the activation's total variation
+    and puts a hook on the activation that takes the row norms of its gradient during the backward pass.
+    The backward pass itself only asks for the gradient of the input (every probe lies between the input
+    and the logits, so all hooks fire): no probe activation or gradient outlives its use, and their memory
+    is reused by the next layers (asking autograd for the probes' gradients kept all of them until the end).
+
+    Also a hook on the last Linear module: when the logits are its output, logits = h W^T + b, so the
+    backward pass can start at h with grad (f_i - f_j) = W_i - W_j, a row of the small table of differences
+    of rows of W, instead of a matrix product with the one-hot direction. That product's terms are exact
+    (+-1 times a weight, or 0) and only the two non-zero ones sum, so it rounds to the same fl(W_i - W_j)
+    whatever the summation order: the gradients are the same numbers (at most a zero's sign differs, which
+    no norm sees)."""
+
+    def __init__(self, model: nn.Module, layers: list[str]):
+        modules = dict(model.named_modules())
+        self.variation = [_RunningVariation() for _ in layers]
+        self.norms: list[torch.Tensor | None] = [None] * len(layers)
+        self._handles = [modules[name].register_forward_hook(self._forward_hook(k, name))
+                         for k, name in enumerate(layers)]
+        linear = [name for name, m in modules.items() if isinstance(m, nn.Linear)]
+        self.head = modules[linear[-1]] if linear and linear[-1] not in layers else None
+        self._head_io: tuple[torch.Tensor, torch.Tensor] | None = None
+        if self.head is not None:
+            self._handles.append(self.head.register_forward_hook(
+                lambda _m, i, o: setattr(self, "_head_io", (i[0], o))))
+
+    def _forward_hook(self, k: int, name: str):
+        def norm(g: torch.Tensor) -> None:
+            self.norms[k] = torch.linalg.vector_norm(g.flatten(1), dim=1)
+
+        def hook(_module: nn.Module, _inputs, out: torch.Tensor) -> None:
+            if self.norms[k] is not None:
+                raise ValueError(f"probe layer {name!r} ran twice in one forward pass: its margins are ambiguous")
+            if not out.requires_grad:
+                raise ValueError(f"probe layer {name!r}: its output does not depend on the input")
+            self.variation[k].add(out.detach())
+            self.norms[k] = _PENDING
+            out.register_hook(norm)
+        return hook
+
+    def norms_of_gradients(self, x: torch.Tensor, logits: torch.Tensor, y: torch.Tensor, j: torch.Tensor
+                           ) -> torch.Tensor:
+        """[layers, n]: ||grad (f_y - f_j)|| with respect to each probe layer's output, for each example
+        of the batch `x` just run forward."""
+        start, grad = logits, None
+        if self._head_io is not None and self._head_io[1] is logits and logits.dim() == 2:
+            h, w = self._head_io[0], self.head.weight
+            if h.dim() == 2 and h.requires_grad:  # W_i - W_j looked up in the table of all class pairs
+                c = w.shape[0]
+                start, grad = h, (w[:, None, :] - w[None, :, :]).view(c * c, -1).index_select(0, y * c + j)
+        if grad is None:
+            grad = torch.zeros_like(logits).scatter_(1, y[:, None], 1.0).scatter_(1, j[:, None], -1.0)
+        self._head_io = None
+        torch.autograd.grad(start, x, grad_outputs=grad)
+        missing = [k for k, n in enumerate(self.norms) if n is None or n is _PENDING]
+        if missing:
+            raise ValueError(f"probe layers {missing} are not between the input and the logits")
+        out = torch.stack(self.norms)
+        self.norms = [None] * len(self.norms)
+        return out
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+_PENDING = torch.empty(0)  # a probe's norm slot between its forward hook and its gradient hook
 
 
 def compute_margins(model: nn.Module, layers: list[str], batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
                     check_time=lambda: None) -> Margins:
-    """One forward and one backward pass per batch give every layer's margins; the total variation is
-    accumulated on the way, so no activation is kept beyond its batch. BatchNorm is folded into the layer
-    before it for the duration (same function, one elementwise pass less each way)."""
+    """One forward and one backward pass per batch give every layer's margins; the total variation and the
+    gradient norms are taken on the way (see _Probes), so no activation is kept beyond its use. BatchNorm
+    is folded into the layer before it for the duration (same function, one elementwise pass less each way)."""
     norms, out_margin, correct = [], [], []
-    variation = [_RunningVariation() for _ in layers]
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:  # gradients are taken with respect to activations only
         p.requires_grad_(False)
+    probes = None
     try:
-        with batchnorm_folded(model), capture(model, layers) as acts:
+        with batchnorm_folded(model):
+            probes = _Probes(model, layers)
             for x, y in batches:
-                logits = model(x.detach().float().requires_grad_(True))
+                x = x.detach().float().requires_grad_(True)
+                logits = model(x)
                 predicted, j = predicted_and_other(logits.detach(), y)
-                direction = torch.zeros_like(logits).scatter_(1, y[:, None], 1.0).scatter_(1, j[:, None], -1.0)
-                grads = torch.autograd.grad(logits, [acts[name] for name in layers], grad_outputs=direction)
-                num = (logits.gather(1, y[:, None]) - logits.gather(1, j[:, None]))[:, 0].detach()
-                norms.append(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]))
-                for v, name in zip(variation, layers):
-                    v.add(acts[name].detach())
-                out_margin.append(num)
+                norms.append(probes.norms_of_gradients(x, logits, y, j))
+                out_margin.append((logits.gather(1, y[:, None]) - logits.gather(1, j[:, None]))[:, 0].detach())
                 correct.append(predicted == y)
                 check_time()
     finally:
+        if probes is not None:
+            probes.remove()
         for p in params:
             p.requires_grad_(True)
-    tv = np.array([v.value() for v in variation])
+    tv = np.array([v.value() for v in probes.variation])
     num, norm = torch.cat(out_margin).double().cpu().numpy(), torch.cat(norms, 1).double().cpu().numpy()
     floor = FLAT * np.median(norm, axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
