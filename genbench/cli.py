@@ -20,8 +20,11 @@ from .scoring.spec import DEFAULT_SORT
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .leaderboard.export import ViewNotes
+    from .leaderboard.format import Footnotes
     from .leaderboard.schema import Record
     from .leaderboard.verify import Verification
+    from .zoo.storage import Zoo
 
 WIDE_TABLE = 160  # terminal columns from which the leaderboard shows every column
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
@@ -188,22 +191,27 @@ def leaderboard_cmd(ctx: typer.Context,
                                                                  "repeat for several (default: the shipped "
                                                                  f"{SHIPPED_RESULTS} and $GENBENCH_HOME/results)"),
                     ) -> None:
-    """Ranked table per zoo (rank groups: overlapping 95% intervals) and the mean rank across zoos; the user's own
+    """Ranked table per zoo (rank groups: paired bootstrap of the k-fold R^2 difference with the group's leader;
+    baseline rows marked, unnumbered; equivalent entries shown once) and the mean rank across zoos; the user's own
     records (any folder but the shipped one) are marked local, failed ones are listed below the ranking."""
     if ctx.invoked_subcommand is not None:
         return
-    from .leaderboard.export import export_text, leaderboard_table
+    from .leaderboard.export import export_text, leaderboard_table, view_notes
+    from .leaderboard.ranking import rank_records
     from .leaderboard.schema import score_spec
 
     if fmt not in FORMATS:
         raise GenbenchError(f"--format must be one of {FORMATS}, got {fmt!r}")
     score_spec(sort)  # an unknown score fails here, with a suggestion
     records = _leaderboard_records(results, zoo)
-    table = leaderboard_table(records, sort)
+    ranked = rank_records(records, sort)
+    table, notes = leaderboard_table(records, sort, ranked=ranked), view_notes(ranked, sort)
     if fmt == "table":
-        _print_leaderboard(table, records, sort)
+        _print_leaderboard(table, ranked, sort, notes)
     else:
-        sys.stdout.write(export_text(table, fmt))
+        sys.stdout.write(export_text(table, fmt, notes))
+        if fmt != "markdown":  # csv and json are data: what they need said goes to stderr
+            _print_notes(notes, Console(stderr=True), per_zoo=True)
     if html is not None:
         from .leaderboard import write_site
         from .leaderboard.records import ablation_tables  # imports torch (the measures), so only here
@@ -250,53 +258,76 @@ def _leaderboard_records(results: list[Path] | None, zoo: str | None) -> list[Re
     return records
 
 
-def _print_leaderboard(table: pd.DataFrame, records: list[Record], sort: str) -> None:
-    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one) with the
-    user's own records marked local, its failed records below it (one line each), and the mean ranks across zoos
-    when there are several."""
-    from .leaderboard.format import rank_text
+def _print_leaderboard(table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes) -> None:
+    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one; none that
+    no entry has a value for) with the user's own records marked local, baselines marked `base`, its notes and
+    refusal footnotes, its failed records below it (one line each), the mean ranks across zoos when there are
+    several, and once, the group rule and what a baseline is."""
     from .leaderboard.ranking import aggregate_table
-    from .leaderboard.schema import SHOWN, WITH_INTERVAL, score_spec
 
-    wide = console.width >= WIDE_TABLE
     for z, part in table.groupby("zoo", sort=True):
         failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
-        if wide:
-            t = Table("rank", "group", "entry", "kind",
-                      *(score_spec(k).ascii + (" [95%]" if k in WITH_INTERVAL else "") for k in SHOWN),
-                      "fragility", "citation", title=f"{z}: ranked by {sort}")
-        else:
-            cols = ["rank", "grp", "entry", f"{sort} [95%]"] + (["tau"] if sort != "tau" else [])
-            t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
-                      pad_edge=False, title=f"{z}: ranked by {sort}", caption=f"a terminal narrower than "
-                      f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
-        for _, r in part.iterrows():
-            rank, group = rank_text(r["rank"]), rank_text(r["group"])
-            if wide:
-                scores = (number(r[k], *((r[f"{k}_lo"], r[f"{k}_hi"]) if k in WITH_INTERVAL else ())) for k in SHOWN)
-                t.add_row(rank, group, _entry(r), str(r["kind"] or ""), *scores, r["fragility"], r["citation"][:40])
-            else:
-                lo, hi = (r.get(f"{sort}_{end}", float("nan")) for end in ("lo", "hi"))
-                t.add_row(rank, group, _entry(r), number(r[sort], lo, hi),
-                          *([number(r["tau"])] if sort != "tau" else []), r["fragility"].replace("fragile-", ""))
+        t, foot = _zoo_table(str(z), part, sort, notes.hidden.get(str(z), {}))
         if not part.empty:
             console.print(t)
+        for line in notes.zoo_lines(str(z)) + foot.lines():
+            console.print(f"  {line}", markup=False, highlight=False)
         if not failed.empty:
             console.print(f"failed on {z}, not ranked:", markup=False, highlight=False)
         for _, r in failed.iterrows():
             reason = " ".join(str(r["failure"] or "no reason recorded").split())
             console.print(f"  {_entry(r)}: {reason}", no_wrap=True, overflow="ellipsis", markup=False,
                           highlight=False)
-    agg = aggregate_table(records, sort)
+    agg = aggregate_table([], sort, ranked=ranked)
     if table["zoo"].nunique() > 1 and not agg.empty:
         t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
             t.add_row(_entry(r), number(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
+    _print_notes(notes, console)
     if table["local"].any():
         console.print(f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped "
                       f"{SHIPPED_RESULTS}); `genbench leaderboard add RECORD` verifies it and adds it there",
                       markup=False, highlight=False)
+
+
+def _zoo_table(zoo: str, part: pd.DataFrame, sort: str, hidden: dict[str, str]) -> tuple[Table, Footnotes]:
+    """One zoo's ranked rows as a terminal table (wide or narrow, without the `hidden` score columns), and the
+    footnotes of its refused cells."""
+    from .leaderboard.export import rank_cell
+    from .leaderboard.format import Footnotes, rank_text, score_cell
+    from .leaderboard.schema import SHOWN, WITH_INTERVAL, score_spec
+
+    foot, wide = Footnotes(), console.width >= WIDE_TABLE
+    if wide:
+        keys = [k for k in SHOWN if k not in hidden]
+        t = Table("rank", "group", "entry", "kind",
+                  *(score_spec(k).ascii + (" [95%]" if k in WITH_INTERVAL else "") for k in keys),
+                  "fragility", "citation", title=f"{zoo}: ranked by {sort}")
+    else:
+        keys = [sort] + (["tau"] if sort != "tau" and "tau" not in hidden else [])
+        cols = ["rank", "grp", "entry", f"{sort} [95%]"] + keys[1:]
+        t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
+                  pad_edge=False, title=f"{zoo}: ranked by {sort}", caption=f"a terminal narrower than "
+                  f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
+    for _, r in part.iterrows():
+        with_iv = WITH_INTERVAL if wide else (sort,)
+        scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
+                             refused=r.get(f"{k}_refused"), notes=foot) for k in keys]
+        if wide:
+            t.add_row(rank_cell(r), rank_text(r["group"]), _entry(r), str(r["kind"] or ""), *scores,
+                      r["fragility"], r["citation"][:40])
+        else:
+            t.add_row(rank_cell(r), rank_text(r["group"]), _entry(r), *scores, r["fragility"].replace("fragile-", ""))
+    return t, foot
+
+
+def _print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> None:
+    """The notes a view says once: the group rule and what a baseline is; with `per_zoo`, each zoo's notes first
+    (aliases, columns never valued there), which the terminal prints under each zoo's table instead."""
+    lines = [f"{z}: {line}" for z in notes.hidden for line in notes.zoo_lines(z, shown=False)] if per_zoo else []
+    for line in lines + notes.lines(data=per_zoo):
+        out.print(line, markup=False, highlight=False)
 
 
 def _entry(row: pd.Series) -> str:
@@ -316,6 +347,8 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                     allow_partial: bool = typer.Option(False, "--allow-partial", help="score a partial zoo too (not "
                                                        "every model of its recipe built): its records are marked "
                                                        "partial and not ranked"),
+                    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also write the zoo's "
+                                                   "baseline rows (see `genbench leaderboard baselines`)"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
     from tqdm import tqdm
@@ -340,6 +373,43 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
                           f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
+        if baselines:
+            _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+
+
+def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_boot: int,
+                     allow_partial: bool) -> None:
+    """Make and write the baseline rows of one zoo, one line each."""
+    from .leaderboard.records import run_baselines
+    from .leaderboard.schema import Record, write_record
+
+    cmd = f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
+    for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, command=cmd, progress=True,
+                                         allow_partial=allow_partial)):
+        path = write_record(rec, results)
+        said = f"k-fold R2 {number(rec.score('kfold_r2'))}" if rec.ok else f"not made: {rec.failure}"
+        console.print(f"{zoo.name} {rec.name}: {said} -> {path}", markup=False, highlight=False)
+
+
+@leaderboard_app.command("baselines")
+def leaderboard_baselines(zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", help="zoo(s) to score on"),
+                          results: Optional[Path] = typer.Option(None, "--results", help="folder to write the records "
+                                                                 "to (default: $GENBENCH_HOME/results)"),
+                          device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if "
+                                                               "present)"),
+                          n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples"),
+                          allow_partial: bool = typer.Option(False, "--allow-partial", help="make them on a partial "
+                                                             "zoo too (marked partial, not ranked)"),
+                          ) -> None:
+    """Write the baseline rows: the gap predicted from the hyperparameters, from every built-in scalar measure at
+    once, and from the training loss and accuracy. A measure below baseline.hparams adds nothing the recipe said."""
+    from .zoo import load_zoo
+
+    zoos = [load_zoo(z) for z in zoo]
+    for loaded in zoos:
+        loaded.require_complete(allow_partial=allow_partial)
+    for loaded in zoos:
+        _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
 
 
 @app.command("verify")
@@ -516,28 +586,58 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
     scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial)
     if table == "demogen":
+        from .scoring.demogen import FIXED_NOTE
         for which, title in ((1, "Table 1: ablations"), (4, "Table 4: single layers, qrt+log")):
-            t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "MSE x1e-3 [95%]", "paper adj R2", "paper kf R2",
-                      "paper MSE", title=f"DEMOGEN {title} on {z.name} (paper: CNN on CIFAR-10)")
+            t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "k-fold R2 per fold", "MSE x1e-3 [95%]",
+                      "paper adj R2", "paper kf R2", "paper MSE",
+                      title=f"DEMOGEN {title} on {z.name} (paper: CNN on CIFAR-10)")
             for _, r in demogen_table(scores, which).iterrows():
                 t.add_row(r["setting"],
-                          *(number(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("adj_r2", "kfold_r2", "mse")),
+                          *(number(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("adj_r2", "kfold_r2")),
+                          number(r["kfold_r2_folds"]), number(r["mse"], r["mse_lo"], r["mse_hi"]),
                           number(r["paper_adj_r2"]),
                           "negative" if r["paper_kfold_r2"] is None else number(r["paper_kfold_r2"]),
                           number(r["paper_mse"]))
             console.print(t)
+        console.print("k-fold R2: pooled over the held-out predictions, mean of 10 shuffles of 10-fold CV; per fold: "
+                      f"the paper's mean of per-fold R2 (unstable on small folds). {FIXED_NOTE}.",
+                      markup=False, highlight=False)
         return
-    head = ("adj_r2", "kfold_r2", "tau", "psi")
-    t = Table("measure", *(score_spec(k).ascii for k in head), "CMI (sign)", "sign-error worst/mean", "notes",
-              title=f"{z.name}: target {target}, {len(scores)} measures, 95% bootstrap intervals")
+    head = ("adj_r2", "kfold_r2", "tau", "psi", "cmi")
+    t = Table("measure", "phi", *(score_spec(k).ascii for k in head), "sign-error worst/mean", "notes",
+              title=f"{z.name}: target {target}, {len(scores)} measures, 95% paired bootstrap intervals")
     for s in sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf")))):
-        cmi = number(s.values.get("cmi"), *s.intervals.get("cmi", ()))
-        if s.values.get("cmi") is not None and s.cmi_sign == s.cmi_sign:
-            cmi += f" ({'+' if s.cmi_sign > 0 else '-'})"
-        t.add_row(s.measure, *(number(s.values.get(k), *s.intervals.get(k, ())) for k in head), cmi,
+        cells = [number(s.values.get(k), *s.intervals.get(k, ())) if k not in s.refused else "refused"
+                 for k in head]
+        t.add_row(s.measure, s.transform_used.get("all", s.transform or ""), *cells,
                   f"{number(s.values.get('sign_error_worst'))}/{number(s.values.get('sign_error_mean'))}",
-                  "; ".join(s.notes)[:60])
+                  "; ".join([*s.notes, *(f"{k}: {v}" for k, v in s.refused.items())]))
     console.print(t)
+
+
+if TYPE_CHECKING:
+    from .scoring.audit import Check, FragilityReport
+
+
+def _audit_outcome(c: Check, missing: dict[str, str]) -> str:
+    """A check's outcome cell: failed (its label), passed, n/a, or passed on too little evidence."""
+    if c.failed is None:
+        return "[dim]n/a[/dim]"
+    if c.failed:
+        return f"[red]{c.label}[/red]"
+    return "[yellow]ok, too little evidence[/yellow]" if c.part in missing else "[green]ok[/green]"
+
+
+def _print_verdict(report: FragilityReport) -> None:
+    """The verdict, the evidence of every part against its minimum, and the missing parts with their reasons."""
+    from rich.markup import escape
+    verdict, missing = report.verdict, report.missing
+    colour = "green" if verdict == "robust" else "yellow" if verdict.startswith("inconclusive") else "red"
+    for e in report.evidence:
+        console.print(f"evidence: {escape(e.part)} rests on {e.n} {escape(e.unit)} (needs >= {e.minimum})")
+    for part, why in missing.items():
+        console.print(f"[yellow]missing[/yellow] {escape(part)}: {escape(why)}")
+    console.print(f"verdict: [bold {colour}]{escape(verdict)}[/bold {colour}]")
 
 
 @app.command("audit")
@@ -550,6 +650,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
+    from rich.markup import escape
+
     from .fileio import write_json_atomic
     from .scoring import audit
     from .zoo import load_zoo
@@ -561,8 +663,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     t = Table("part", "statistic", "value", "threshold (fails if)", "outcome", "detail",
               title=f"fragility audit of {measure}")
     for c in report.checks:
-        outcome = "[dim]n/a[/dim]" if c.failed is None else ("[red]" + c.label + "[/red]" if c.failed else "[green]ok[/green]")
-        t.add_row(c.part, c.statistic, number(c.value), c.threshold, outcome, c.detail)
+        t.add_row(c.part, c.statistic, number(c.value), escape(c.threshold), _audit_outcome(c, report.missing),
+                  escape(c.detail))
     console.print(t)
     if details:
         for name, df in (("twin cells", report.cells), ("learning curves", report.curves),
@@ -572,7 +674,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                 console.print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for note in report.notes:
         console.print(f"note: {note}")
-    console.print(f"verdict: [bold]{report.verdict}[/bold]")
+    _print_verdict(report)
     if json_out:
         write_json_atomic(json_out, report.to_dict())
         console.print(f"report written to {json_out}")

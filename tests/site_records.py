@@ -1,24 +1,50 @@
-"""Fabricated leaderboard result records (the schema of leaderboard/results/<zoo>/<name>.json) for the site test."""
+"""Fabricated leaderboard result records (schema 2, the format of leaderboard/results/<zoo>/<name>.json) for the
+leaderboard and site tests: `scored_record` makes one whose k-fold scores, spread and intervals are computed from
+its own held-out predictions on the zoo's paired resamples, as the scorer computes them."""
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from genbench.scoring.resample import percentile_interval, pooled_scores, resample_weights
+
 XSS_TITLE = '<script>window.__pwned = 1; document.title = "pwned"</script><img src=x onerror="window.__pwned = 2">'
 FAIL_REASON = "timed out: model m17 ran past the per-model budget of 30 s (killed after 31.2 s)"
 SCR_THRESHOLD = "> 0.5"
+SIGN_ERROR_NOTE = ("robust sign-error: none of the 96 environments reaches the effective sample size "
+                   "(2 seeds per grid point)")
+ADJ_REFUSAL = "too few models: 48 < 10 (p + 1) = 210 for p = 20 feature(s)"
+BASELINE_CITATION = "the gap predicted from the zoo's hyperparameters alone (one-hot, pairwise interactions)"
+N_BOOT, SEED, REPEATS = 200, 0, 10
+ZOO1, ZOO2 = "mnist1d-demogen", "cifar10-small"
 
 
-def _zoo(name: str) -> dict[str, Any]:
+def zoo_block(name: str, version: int = 1) -> dict[str, Any]:
     """The zoo block of a record."""
-    return {"name": name, "version": 1, "table_sha256": hashlib.sha256(name.encode()).hexdigest(), "revision": None}
+    return {"name": name, "version": version, "table_sha256": hashlib.sha256(name.encode()).hexdigest(),
+            "revision": None}
 
 
-def _audit(verdict: str, scr: float, p_flip: float) -> dict[str, Any]:
+def model_ids(n: int) -> list[str]:
+    """Model ids, sorted as records keep them."""
+    return [f"m{i:03d}" for i in range(n)]
+
+
+def gaps(n: int, seed: int = 0) -> np.ndarray:
+    """A skewed spread of generalization gaps, like a zoo's."""
+    return np.random.default_rng(seed).lognormal(-2.5, 0.6, n)
+
+
+def heldout_of(gap: np.ndarray, noise: np.ndarray, seed: int = 0, repeats: int = REPEATS) -> np.ndarray:
+    """Held-out predictions [R, n] of the gap with a given error, a little different in each shuffle."""
+    jitter = np.random.default_rng(seed).normal(0.0, 1e-3 * gap.std(), (repeats, len(gap)))
+    return gap + noise + jitter
+
+
+def _audit(verdict: str, scr: float, p_flip: float, missing: list[list[str]] | None = None) -> dict[str, Any]:
     """An audit block whose checks agree with `verdict`."""
     checks = [
         {"part": "value", "label": "fragile-value", "statistic": "spurious-change rate", "value": scr,
@@ -28,72 +54,118 @@ def _audit(verdict: str, scr: float, p_flip: float) -> dict[str, Any]:
         {"part": "scale", "label": "fragile-scale", "statistic": "exponent ratio", "value": None,
          "threshold": "> 2.0", "failed": None, "detail": "too few train sizes to fit a curve"},
     ]
-    return {"zoo": "mnist1d-fragility", "verdict": verdict, "checks": checks,
-            "notes": ["thresholds are proposals, not the paper's"]}
+    audit = {"zoo": "mnist1d-fragility", "verdict": verdict, "checks": checks,
+             "notes": ["thresholds are proposals, not the paper's"]}
+    if missing is not None:
+        audit["missing"] = missing
+    return audit
 
 
-def _record(name: str, zoo: str, *, kind: str, citation: str, r2: float, seed: int, n: int = 48,
-            rank: int | None = None, group: int | None = None, audit: dict[str, Any] | None = None,
-            submission: dict[str, Any] | None = None, tau: float | None = 0.5) -> dict[str, Any]:
-    """One successful record whose k-fold R^2 is computed from its own fabricated predictions."""
-    rng = np.random.default_rng(seed)
-    gap = rng.uniform(0.02, 0.30, n)
-    noise = rng.normal(0.0, 1.0, n)
-    noise = noise / noise.std() * gap.std() * math.sqrt(max(1e-6, 1.0 - r2))
-    pred = gap + noise
-    kfold = float(1.0 - ((gap - pred) ** 2).sum() / ((gap - gap.mean()) ** 2).sum())
-    adj = min(0.99, kfold + 0.04)
-    values = {"adj_r2": adj, "kfold_r2": kfold, "mse": float(((gap - pred) ** 2).mean()), "tau": tau,
-              "psi": None if tau is None else tau * 0.8, "cmi": 0.21, "cmi_pgdl": 0.12,
-              "sign_error_worst": 0.41, "sign_error_p90": 0.3, "sign_error_mean": 0.2}
-    intervals = {k: [v - 0.05, v + 0.04] for k, v in values.items() if v is not None and k != "mse"}
-    intervals["mse"] = [values["mse"] * 0.8, values["mse"] * 1.25]
-    rec: dict[str, Any] = {
-        "schema": 1, "name": name, "measure": submission["entry"] if submission else name, "kind": kind,
-        "citation": citation, "builtin": submission is None, "submission": submission, "zoo": _zoo(zoo),
+def scored_record(name: str, zoo: str, gap: np.ndarray, heldout: np.ndarray, *, kind: str = "scalar",
+                  citation: str = "", baseline: bool = False, extra: dict[str, float | None] | None = None,
+                  refused: dict[str, str] | None = None, notes: list[str] | None = None,
+                  audit: dict[str, Any] | None = None, submission: dict[str, Any] | None = None,
+                  n_boot: int = N_BOOT, seed: int = SEED, zoo_version: int = 1, ids: list[str] | None = None,
+                  value: np.ndarray | None = None) -> dict[str, Any]:
+    """One successful schema-2 record: k-fold R^2 and MSE pooled from `heldout` [R, n] (mean over shuffles), their
+    spread, and their 95% intervals on the zoo's paired resamples; `extra` sets other scores (an interval of
+    +-0.05 each), `refused` refuses scores with a reason."""
+    n = len(gap)
+    ids = ids or model_ids(n)
+    z = zoo_block(zoo, zoo_version)
+    per_shuffle = [pooled_scores(gap, h[None]) for h in heldout]
+    spread = {"kfold_r2": [float(r[0][0]) for r in per_shuffle], "mse": [float(r[1][0]) for r in per_shuffle]}
+    values: dict[str, float | None] = {"kfold_r2": float(np.mean(spread["kfold_r2"])),
+                                       "mse": float(np.mean(spread["mse"]))}
+    w = resample_weights(n, table_sha256=z["table_sha256"], seed=seed, n_boot=n_boot)
+    r2, mse = pooled_scores(gap, heldout, w)
+    intervals = {k: list(iv) for k, iv in (("kfold_r2", percentile_interval(r2)), ("mse", percentile_interval(mse)))
+                 if iv is not None}
+    for k, v in (extra or {}).items():
+        values[k] = v
+        if v is not None:
+            intervals[k] = [v - 0.05, v + 0.05]
+    for k in refused or {}:
+        values[k] = None
+        intervals.pop(k, None)
+    prediction = heldout[0]
+    return {
+        "schema": 2, "name": name, "measure": submission["entry"] if submission else name,
+        "kind": "baseline" if baseline else kind, "citation": citation, "higher_means": None if baseline else
+        "larger_gap", "builtin": submission is None, "submission": submission, "baseline": baseline, "zoo": z,
         "status": "ok", "failure": None,
-        "scores": {"n": n, "dropped": 0, "target": "gap", "transform": "log", "values": values,
-                   "intervals": intervals, "notes": [f"{name}: fitted on {n} models"], "coef": [0.12, -0.03],
-                   "intercept": 0.05},
+        "scores": {"measure": name, "kind": kind, "transform": "select", "target": "gap", "n": n, "dropped": 0,
+                   "features": 1, "values": values, "intervals": intervals, "refused": dict(refused or {}),
+                   "spread": spread, "kfold": {"k": 10, "repeats": len(heldout), "seeds": list(range(len(heldout)))},
+                   "bootstrap": {"seed": seed, "n_boot": n_boot, "table_sha256": z["table_sha256"]},
+                   "transform_used": {"all": "log", "folds": {"log": 97, "linear": 3}}, "unconverged": 2,
+                   "notes": list(notes or []), "coef": [0.12], "intercept": 0.05, "cmi_sign": 1.0},
         "audit": audit,
-        "values": {"model_id": [f"m{i}" for i in range(n)], "gap": gap.tolist(), "prediction": pred.tolist(),
-                   "value": None if kind == "signature" else rng.uniform(1, 5, n).tolist()},
+        "values": {"model_id": ids, "gap": gap.tolist(), "prediction": prediction.tolist(),
+                   "heldout": heldout.tolist(),
+                   "value": None if kind == "signature" or baseline else
+                   (value if value is not None else prediction).tolist(), "error": [None] * n},
         "provenance": {"genbench_version": "0.1.0", "git_commit": "e091832" + "0" * 33,
                        "measure_version": "1", "measure_source_hash": "9f" * 32, "device": "cpu",
-                       "seconds": 12.5, "date": "2025-01-02T03:04:05Z",
+                       "seconds": 12.5, "date": "2025-01-02T03:04:05Z", "seed": seed, "n_boot": n_boot,
                        "command": f"genbench submit submissions/{name} --zoo {zoo}" if submission else
-                       f"genbench evaluate {name} --zoo {zoo} --record"},
+                       f"genbench leaderboard run {name} --zoo {zoo}"},
     }
-    if rank is not None:
-        rec["rank"], rec["rank_group"] = rank, group
-    return rec
+
+
+def failed_record(name: str, zoo: str, reason: str = FAIL_REASON) -> dict[str, Any]:
+    """A record of an entry that could not be scored."""
+    return {"schema": 2, "name": name, "measure": f"{name}.value", "kind": "scalar", "citation": "example",
+            "builtin": False, "submission": {"title": "A measure that hangs", "authors": ["C"], "contact": "c@x",
+                                             "paper_url": "https://example.org/paper", "licence": "MIT",
+                                             "entry": f"{name}.value"},
+            "zoo": zoo_block(zoo), "status": "failed", "failure": reason, "scores": None, "audit": None,
+            "values": None,
+            "provenance": {"genbench_version": "0.1.0", "git_commit": None, "measure_version": "1",
+                           "measure_source_hash": "ab" * 32, "device": "cpu", "seconds": 31.2,
+                           "date": "2025-01-02T03:04:05Z", "command": f"genbench submit submissions/{name}"}}
+
+
+def _entry(name: str, zoo: str, gap: np.ndarray, sd: float, seed: int, **kw: Any) -> dict[str, Any]:
+    """A record whose held-out predictions are the gap with an error of `sd` gap standard deviations."""
+    noise = np.random.default_rng(seed).normal(0.0, sd * gap.std(), len(gap))
+    return scored_record(name, zoo, gap, heldout_of(gap, noise, seed), **kw)
 
 
 def make_records() -> list[dict[str, Any]]:
-    """Six records over two zoos: ranked and unranked zoos, a failure, a hostile title, a signature entry."""
+    """Records over two zoos: on the first a baseline row, an entry with an alias, a refused score, a signature
+    entry, a submission with a hostile title, an inconclusive audit, no sign-error anywhere, and a failure."""
     sub = {"title": XSS_TITLE, "authors": ["A. Author", "<b>B. Bold</b>"], "contact": "a@example.org",
            "paper_url": "javascript:alert(1)", "licence": "MIT", "entry": "spectral_gap.value"}
+    g1, g2 = gaps(48, 1), gaps(40, 2)
+    scores = {"adj_r2": 0.5, "tau": 0.5, "psi": 0.4, "cmi": 0.21, "cmi_pgdl": 0.12}
+    no_sign = [SIGN_ERROR_NOTE]
+    qrt = _entry("margin.qrt_log", ZOO1, g1, 0.3, 2, kind="signature", citation="Jiang et al. 2019",
+                 extra={**scores, "tau": 0.7, "cmi": -0.08}, refused={"adj_r2": ADJ_REFUSAL}, notes=no_sign,
+                 audit=_audit("robust", 0.1, 0.05))
+    fro = _entry("norm.fro_prod", ZOO1, g1, 0.9, 6, citation="Jiang et al. 2020", extra=scores, notes=no_sign,
+                 audit=_audit("inconclusive", 0.1, 0.05, [["trend", "no learning curves"],
+                                                          ["scaling", "no learning curves"]]))
+    alias = {**fro, "name": "norm.fro_sum", "measure": "norm.fro_sum"}
     return [
-        _record("norm.path", "mnist1d-demogen", kind="scalar", citation="Neyshabur et al. 2015", r2=0.35,
-                seed=1, rank=3, group=2, audit=_audit("fragile-value", 0.6, 0.2), tau=0.3),
-        _record("margin.qrt_log", "mnist1d-demogen", kind="signature", citation="Jiang et al. 2019", r2=0.85,
-                seed=2, rank=1, group=1, audit=_audit("robust", 0.1, 0.05), tau=0.7),
-        _record("spectral_gap", "mnist1d-demogen", kind="scalar", citation="Author and Bold 2025", r2=0.6,
-                seed=3, rank=2, group=1, audit=None, submission=sub, tau=None),
-        {"schema": 1, "name": "hangs", "measure": "hangs.value", "kind": "scalar", "citation": "example",
-         "builtin": False, "submission": {"title": "A measure that hangs", "authors": ["C"], "contact": "c@x",
-                                          "paper_url": "https://example.org/paper", "licence": "MIT",
-                                          "entry": "hangs.value"},
-         "zoo": _zoo("mnist1d-demogen"), "status": "failed", "failure": FAIL_REASON, "scores": None,
-         "audit": None, "values": None,
-         "provenance": {"genbench_version": "0.1.0", "git_commit": None, "measure_version": "1",
-                        "measure_source_hash": "ab" * 32, "device": "cpu", "seconds": 31.2,
-                        "date": "2025-01-02T03:04:05Z", "command": "genbench submit submissions/hangs"}},
-        _record("margin.qrt_log", "cifar10-small", kind="signature", citation="Jiang et al. 2019", r2=0.5,
-                seed=4, audit=_audit("robust", 0.1, 0.05)),
-        _record("norm.path", "cifar10-small", kind="scalar", citation="Neyshabur et al. 2015", r2=0.7, seed=5,
-                audit=_audit("fragile-value, fragile-trend", 0.7, 0.8)),
+        _entry("norm.path", ZOO1, g1, 0.8, 1, citation="Neyshabur et al. 2015", extra={**scores, "tau": 0.3},
+               notes=no_sign, audit=_audit("fragile-value; inconclusive: trend, scaling", 0.6, 0.2,
+                                           [["trend", "no learning curves"], ["scaling", "no learning curves"]])),
+        qrt,
+        _entry("spectral_gap", ZOO1, g1, 0.6, 3, citation="Author and Bold 2025",
+               extra={**scores, "tau": None, "psi": None}, notes=no_sign, submission=sub),
+        _entry("baseline.hparams", ZOO1, g1, 0.5, 7, baseline=True, citation=BASELINE_CITATION, extra=scores,
+               notes=no_sign),
+        fro, alias,
+        failed_record("hangs", ZOO1),
+        _entry("margin.qrt_log", ZOO2, g2, 0.7, 4, kind="signature", citation="Jiang et al. 2019",
+               extra={**scores, "sign_error_worst": 0.41, "sign_error_p90": 0.3, "sign_error_mean": 0.2},
+               audit=_audit("robust", 0.1, 0.05)),
+        _entry("norm.path", ZOO2, g2, 0.5, 5, citation="Neyshabur et al. 2015",
+               extra={**scores, "sign_error_worst": 0.35, "sign_error_p90": 0.3, "sign_error_mean": 0.2},
+               audit=_audit("fragile-value, fragile-trend", 0.7, 0.8)),
     ]
+
 
 
 def make_ablation() -> dict[str, pd.DataFrame]:

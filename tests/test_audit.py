@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import genbench as gb
-from genbench.scoring.audit import BASE, Thresholds, audit_table, data_sensitivity, learning_curves, _cells
+from genbench.scoring.audit import (BASE, Thresholds, _cells, assemble_report, audit_table, data_sensitivity,
+                                    learning_curves)
 from genbench.measures.registry import unregister_measure
 from genbench.measures.weights import weight_layers
 from genbench.scoring.rank import hoeffding_weight
@@ -22,8 +23,8 @@ def err_of(n: float, noise: float) -> float:
     return 0.3 * (n / 100) ** -0.3 + 0.5 * noise
 
 
-def planted(mu_base, mu_twin, twin_err_shift: float = 0.0, seed: int = 0) -> pd.DataFrame:
-    """A learning-curve zoo table: base + one twin, seed noise on the error, mu from the given functions."""
+def planted(mu_base, mu_twin, twin_err_shift: float = 0.0, seed: int = 0, twins=("lr_x10",)) -> pd.DataFrame:
+    """A learning-curve zoo table: base + twins, seed noise on the error, mu from the given functions."""
     rng = np.random.default_rng(seed)
     rows = []
     for n in SIZES:
@@ -34,8 +35,8 @@ def planted(mu_base, mu_twin, twin_err_shift: float = 0.0, seed: int = 0) -> pd.
                 wobble = 1 + rng.normal(0, 0.01)
                 rows.append({"arm": BASE, "train_size": n, "label_noise": r, "seed": s, "err": e,
                              "mu": mu_base(n, r, e) * wobble})
-                rows.append({"arm": "lr_x10", "train_size": n, "label_noise": r, "seed": s, "err": e_twin,
-                             "mu": mu_twin(n, r, e_twin) * wobble})
+                rows += [{"arm": arm, "train_size": n, "label_noise": r, "seed": s, "err": e_twin,
+                          "mu": mu_twin(n, r, e_twin) * wobble} for arm in twins]
     return pd.DataFrame(rows)
 
 
@@ -149,6 +150,65 @@ def test_a_zoo_without_twins_or_curves_says_what_it_cannot_compute():
     data = [c for c in parts["checks"] if c.part == "data"]
     assert all(c.failed is False for c in data)  # mu rises with noise as the error does
     assert any("no twins" in n for n in parts["notes"])
+    # nothing failed, yet nothing is robust: every part is missing, the data part because 2 groups < 3
+    assert set(parts["missing"]) == {"value", "trend", "scaling", "data"}
+    assert parts["verdict"] == ("inconclusive (no value: 0 admitted twin cells < 6; no trend, scaling: 0 admitted "
+                                "twin curves < 3; no data: 2 baseline noise groups with distinguishable errors < 3)")
+
+
+# ---------------------------------------------------------------- the verdict: robust only on enough evidence
+
+TRACKS = (lambda n, r, e: 2 * e, lambda n, r, e: 2 * e)  # a measure that follows the test error, twin or not
+
+
+def control_table(models: int, rv: float = 0.0) -> pd.DataFrame:
+    """A rescaling control (part 6) on `models` models whose change under rescaling is rv."""
+    return pd.DataFrame([{"model_id": f"m{i}", "alpha": a, "mu": 1.0, "mu_rescaled": 1.0 + rv, "rv": rv}
+                         for i in range(models) for a in (0.1, 10.0)])
+
+
+def report_of(t: pd.DataFrame, control: pd.DataFrame):
+    return assemble_report("planted", "planted-zoo", run(t), control, Thresholds())
+
+
+def test_robust_only_when_every_part_rests_on_enough_evidence_and_passes():
+    t = planted(*TRACKS, twins=("lr_x10", "adam"))  # 2 twins x 2 noise levels: 4 twin curves, 16 twin cells
+    report = report_of(t, control_table(2))
+    assert report.verdict == "robust" and report.missing == {}
+    ev = {e.part: e.n for e in report.evidence}
+    assert ev == {"value": 16, "trend": 4, "scaling": 4, "data": 4, "control": 2}
+    for c in report.checks:  # each check states the evidence it rests on
+        assert f"{ev[c.part]} " in c.detail, (c.part, c.detail)
+    # the same table with the control on one model: every check still passes, but the control rests on too little
+    thin = report_of(t, control_table(1))
+    assert all(c.failed is False for c in thin.checks)
+    assert thin.verdict == "inconclusive (no control: 1 control models < 2)"
+    assert thin.to_dict()["missing"] == [{"part": "control", "reason": "1 control models < 2"}]
+
+
+def test_too_few_admitted_curves_make_the_verdict_inconclusive_naming_trend_and_scaling():
+    parts = run(planted(*TRACKS))  # one twin: 2 twin curves (one per noise level)
+    assert all(c.failed is False for c in parts["checks"])  # every check passes, as the old verdict 'robust' said
+    assert set(parts["missing"]) == {"trend", "scaling"}
+    assert parts["verdict"] == "inconclusive (no trend, scaling: 2 admitted twin curves < 3)"
+    assert parts["missing"]["trend"] == "2 admitted twin curves < 3 (0 of 2 twin curves not admissible)"
+    assert "of 2 admitted twin curves" in next(c for c in parts["checks"] if c.part == "trend").detail
+    # with a third curve (a second twin gives 4) the same measure is judged on its trend and scaling
+    assert run(planted(*TRACKS, twins=("lr_x10", "adam")))["missing"] == {}
+
+
+def test_a_failed_part_and_a_missing_part_are_both_in_the_verdict():
+    # the twin's measure is 5x the base's at the same test error and slope: a value failure, trend and scale intact
+    report = report_of(planted(lambda n, r, e: 2 * e, lambda n, r, e: 10 * e), control_table(2))
+    assert failed_labels({"checks": report.checks}) == {"fragile-value"}
+    assert report.verdict == "fragile-value; inconclusive: trend, scaling"
+    block = report.to_dict()
+    assert block["verdict"] == report.verdict
+    assert [m["part"] for m in block["missing"]] == ["trend", "scaling"]
+    assert all(m["reason"].startswith("2 admitted twin curves < 3") for m in block["missing"])
+    assert block["evidence"]["trend"] == {"n": 2, "unit": "admitted twin curves", "minimum": 3}
+    # a failure needs no minimum: the value part fails on 8 cells and is not listed as missing
+    assert "value" not in report.missing
 
 
 # ---------------------------------------------------------------- on real networks: the rescaling control
@@ -182,9 +242,34 @@ def test_the_rescaling_control_flags_a_planted_fragile_measure_and_passes_an_inv
     assert ctl_bad.failed and "fragile-value" in bad.verdict
     assert ctl_good.failed is False and ctl_good.value < 1e-5
     assert set(bad.control["alpha"]) == {0.1, 10.0} and bad.control["model_id"].nunique() == 2
-    # the digits zoo has no twins: the report says so instead of judging
+    # the digits zoo has no twins: the report says so instead of judging, and the verdict is not 'robust'
     assert any(c.part == "trend" and c.failed is None for c in good.checks)
     assert good.to_dict()["verdict"] == good.verdict
+    assert good.verdict.startswith("inconclusive (no value: 0 admitted twin cells < 6; no trend, scaling: 0 admitted")
+    assert {"value", "trend", "scaling"} <= set(good.missing)
+    assert "control" not in good.missing
+    assert good.to_dict()["missing"] == [{"part": k, "reason": v} for k, v in good.missing.items()]
+    assert bad.verdict.startswith("fragile-value; inconclusive: value, trend, scaling")
+
+
+def test_the_audit_command_on_the_digits_zoo_is_inconclusive_and_says_why(digits_zoo, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    out = tmp_path / "audit.json"
+    res = CliRunner().invoke(app, ["audit", "norm.path", "--zoo", "digits-mlp", "--control-models", "2",
+                                   "--n-boot", "100", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    block = json.loads(out.read_text())
+    missing = {m["part"]: m["reason"] for m in block["missing"]}
+    assert block["verdict"].startswith("inconclusive (") and "robust" not in block["verdict"]
+    assert {"value", "trend", "scaling"} <= set(missing) and "control" not in missing
+    assert "the zoo has no twins" in missing["value"]
+    assert "verdict: inconclusive (" in res.output
+    for part in missing:
+        assert f"missing {part}: " in res.output
 
 
 def test_the_seed_bootstrap_is_the_same_in_every_process():

@@ -46,6 +46,19 @@ def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
         gb.register_measure("x.y", needs=("test_data",))
 
 
+def test_transform_is_declared_never_read_from_the_name(temp_measures):
+    # issue 18: "newcomer.mean_log_spec" was log-transformed because its name contains "_log_"
+    temp_measures("newcomer.mean_log_spec")(lambda ctx: 1.0)
+    temp_measures("newcomer.spec_log")(lambda ctx: 1.0)
+    temp_measures("newcomer.declared", transform="log")(lambda ctx: 1.0)
+    assert gb.get_measure("newcomer.mean_log_spec").transform == "select"
+    assert gb.get_measure("newcomer.spec_log").transform == "select"
+    assert gb.get_measure("newcomer.declared").transform == "log"
+    with pytest.raises(gb.GenbenchError, match="'select'"):
+        temp_measures("newcomer.bad", transform=None)
+    assert all(gb.get_measure(n).transform in ("log", "linear", "select") for n in gb.list_measures())
+
+
 def test_every_builtin_carries_citation_and_docstring():
     names = gb.list_measures()
     catalogue = """margin.qrt_log margin.qrt_linear margin.qrt_log_unnorm margin.moment_log margin.sf_log

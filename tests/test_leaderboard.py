@@ -43,11 +43,6 @@ def test_a_record_holds_scores_values_and_provenance_as_strict_json(records_dir,
     assert "no fragility audit" not in " ".join(rec["scores"]["notes"])  # audit_zoo=None: not attempted
 
 
-def _rec(name, zoo, kf, lo, hi, status="ok"):
-    return {"name": name, "zoo": {"name": zoo}, "status": status, "kind": "scalar", "citation": "",
-            "scores": {"values": {"kfold_r2": kf}, "intervals": {"kfold_r2": [lo, hi]}}}
-
-
 @pytest.mark.parametrize("failing, status", [(1, "ok"), (6, "failed")])
 def test_an_entry_failing_on_more_than_5_percent_of_models_gets_a_failure_record(digits_zoo, failing, status):
     import genbench as gb
@@ -73,32 +68,17 @@ def test_an_entry_failing_on_more_than_5_percent_of_models_gets_a_failure_record
         assert f"failed on {failing} of {len(digits_zoo)} models" in rec["failure"]
 
 
-def test_rank_groups_follow_overlapping_intervals_and_failures_come_last():
-    recs = [_rec("a", "z", 0.9, 0.85, 0.95), _rec("b", "z", 0.8, 0.7, 0.86), _rec("c", "z", 0.6, 0.5, 0.84),
-            _rec("d", "z", 0.4, 0.3, 0.45), _rec("e", "z", None, None, None, status="failed")]
-    ranked = {r["name"]: (r["rank"], r["rank_group"]) for r in rank_records(recs)}
-    # b overlaps a (0.86 >= 0.85); c does not overlap a (0.84 < 0.85): a new group led by c; d is below c's
-    assert ranked == {"a": (1, 1), "b": (2, 1), "c": (3, 2), "d": (4, 3), "e": (None, None)}
-    assert [r["name"] for r in rank_records(recs)][-1] == "e"
-
-
-def test_aggregate_is_the_mean_rank_over_zoos():
-    recs = [_rec("a", "z1", 0.9, 0.8, 1.0), _rec("b", "z1", 0.5, 0.4, 0.6),
-            _rec("a", "z2", 0.1, 0.0, 0.2), _rec("b", "z2", 0.7, 0.6, 0.8), _rec("c", "z2", 0.3, 0.2, 0.4)]
-    agg = aggregate_table(recs).set_index("entry")
-    assert agg.loc["a", "mean_rank"] == 2.0 and agg.loc["b", "mean_rank"] == 1.5 and agg.loc["c", "zoos"] == 1
-
-
 def test_leaderboard_command_formats_agree_with_the_table(records_dir):
     runner = CliRunner()
     expected = leaderboard_table(load_records(records_dir))
     out = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--format", "csv"])
     assert out.exit_code == 0, out.output
-    got = pd.read_csv(io.StringIO(out.output))
+    got = pd.read_csv(io.StringIO(out.stdout))  # stdout is the data; its notes go to stderr
     assert got["entry"].tolist() == expected["entry"].tolist()
     assert got["entry"].iloc[-1] == "broken.entry" and pd.isna(got["rank"].iloc[-1])
     js = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--format", "json"])
-    assert [r["entry"] for r in json.loads(js.output)] == expected["entry"].tolist()
+    assert [r["entry"] for r in json.loads(js.stdout)] == expected["entry"].tolist()
+    assert "group: entries whose paired 95% bootstrap interval" in js.stderr
     md = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--format", "markdown"])
     assert md.output.startswith("| zoo") and "norm.fro_prod" in md.output
     bad = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--sort", "kfold"])
@@ -125,7 +105,7 @@ def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table
     import genbench.cli as cli
 
     for name, v, lo, hi in (("a", 0.12, 0.05, 0.2), ("b", 0.3, 0.25, 0.41)):
-        write_record({"schema": 1, "name": name, "measure": name, "zoo": {"name": "z"}, "status": "ok",
+        write_record({"schema": 2, "name": name, "measure": name, "zoo": {"name": "z"}, "status": "ok",
                       "kind": "scalar", "citation": "", "scores": {"values": {sort: v, "tau": 0.5},
                                                                    "intervals": {sort: [lo, hi]}}}, tmp_path)
     monkeypatch.setattr(cli.console, "width", 80)
@@ -136,6 +116,7 @@ def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table
     assert "0.12 [0.05, 0.20]" in rows["a"] and "0.30 [0.25, 0.41]" in rows["b"]
     best = "a" if score_spec(sort).lower_is_better else "b"
     assert rows[best].split()[0] == "1"
+    assert f"group: none when ranked by {sort}" in " ".join(out.output.split())  # no paired groups for this score
 
 
 def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(records_dir, tmp_path):
@@ -241,16 +222,16 @@ def test_leaderboard_shows_shipped_and_local_records_together_and_failed_ones_ap
     assert lines[failed_at + 1] == "  broken.entry *: ZeroDivisionError: on purpose"
     assert any(line.startswith("* local: your own record, not verified") for line in lines)
 
-    got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv"]).output))
+    got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv"]).stdout))
     assert dict(zip(got["entry"], got["local"])) == {"norm.fro_prod": True, "norm.params": False,
                                                      "broken.entry": True}
 
     # --results replaces the defaults; any folder but the shipped one is local
     got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv",
-                                                      "--results", str(shipped)]).output))
+                                                      "--results", str(shipped)]).stdout))
     assert got["entry"].tolist() == ["norm.params"] and not got["local"].any()
     got = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--format", "csv",
-                                                      "--results", str(records_dir)]).output))
+                                                      "--results", str(records_dir)]).stdout))
     assert got["local"].all() and len(got) == 3
 
     out = runner.invoke(app, ["leaderboard", "--html", str(tmp_path / "site")])
@@ -317,7 +298,8 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
     results = tmp_path / "results"
     shutil.copytree(records_dir, results)
     out = CliRunner().invoke(app, ["leaderboard", "run", "norm.fro_sum", "--zoo", str(partial_zoo.root), "--results",
-                                   str(results), "--audit-zoo", "", "--n-boot", "20", "--allow-partial"])
+                                   str(results), "--audit-zoo", "", "--n-boot", "20", "--allow-partial",
+                                   "--no-baselines"])
     assert out.exit_code == 0, out.output
     assert "not audited, unranked: partial zoo (12 of 24 models) ->" in " ".join(out.output.split())
     path = results / "digits-mlp" / "norm.fro_sum.json"
@@ -363,5 +345,313 @@ def test_shipped_records_are_on_complete_zoos_and_carry_no_completeness_fields()
     paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
     assert len(paths) >= 44
     for path in paths:
-        rec = Record.read(path)
+        rec = Record(json.loads(path.read_text()))  # whatever their schema: the zoo block is the same
         assert rec.zoo_complete and sorted(rec.zoo) == ["name", "revision", "table_sha256", "version"], path
+
+
+# ---------------------------------------------------------------- the paired bootstrap behind the rank groups
+
+
+def test_pooled_scores_agree_with_scikit_learn_unweighted_and_weighted():
+    import numpy as np
+    from sklearn.metrics import mean_squared_error, r2_score
+
+    from genbench.scoring.resample import pooled_scores
+
+    rng = np.random.default_rng(3)
+    y = rng.lognormal(-2.5, 0.6, 60)
+    heldout = y + rng.normal(0, 0.04, (4, 60))  # 4 shuffles of held-out predictions
+    r2, mse = pooled_scores(y, heldout)
+    assert r2.shape == mse.shape == (1,)
+    assert r2[0] == pytest.approx(np.mean([r2_score(y, h) for h in heldout]), abs=1e-12)
+    assert mse[0] == pytest.approx(np.mean([mean_squared_error(y, h) for h in heldout]), abs=1e-15)
+    counts = rng.multinomial(60, np.full(60, 1 / 60), size=3)  # three resamples: models repeated or left out
+    r2_w, mse_w = pooled_scores(y, heldout, counts)
+    for b, c in enumerate(counts):
+        ys, hs = np.repeat(y, c), np.repeat(heldout, c, axis=1)
+        assert r2_w[b] == pytest.approx(np.mean([r2_score(ys, h) for h in hs]), abs=1e-12)
+        assert mse_w[b] == pytest.approx(np.mean([mean_squared_error(ys, h) for h in hs]), abs=1e-15)
+    missing = heldout.copy()
+    missing[2, 5] = np.nan  # a model without a value in one shuffle is left out of every shuffle
+    keep = np.arange(60) != 5
+    assert pooled_scores(y, missing)[0][0] == pytest.approx(
+        np.mean([r2_score(y[keep], h[keep]) for h in heldout]), abs=1e-12)
+
+
+def test_resample_weights_are_a_function_of_the_table_hash_and_the_seed():
+    import numpy as np
+
+    from genbench.errors import GenbenchError
+    from genbench.scoring.resample import resample_weights
+
+    a = resample_weights(216, table_sha256="f7120e70", seed=0, n_boot=1000)
+    assert a.shape == (1000, 216) and (a.sum(1) == 216).all()
+    assert np.array_equal(a, resample_weights(216, table_sha256="f7120e70", seed=0, n_boot=1000))
+    assert not np.array_equal(a, resample_weights(216, table_sha256="0e4b1c2d", seed=0, n_boot=1000))
+    assert not np.array_equal(a, resample_weights(216, table_sha256="f7120e70", seed=1, n_boot=1000))
+    with pytest.raises(GenbenchError, match="n_boot >= 1"):
+        resample_weights(216, table_sha256="f7120e70", seed=0, n_boot=0)
+
+
+def _planted(n=216, n_boot=1000):
+    """On one zoo of n models: the gap plus small noise, the gap plus that noise and more, an exact copy of the
+    first under another name, and a baseline row."""
+    import numpy as np
+
+    from site_records import gaps, heldout_of, scored_record
+
+    gap = gaps(n, 11)
+    rng = np.random.default_rng(12)
+    small = rng.normal(0, 0.4 * gap.std(), n)
+    large = small + rng.normal(0, 0.3 * gap.std(), n)
+    base = rng.normal(0, 0.8 * gap.std(), n)
+    kw = {"n_boot": n_boot, "extra": {"tau": 0.6}}
+    a = scored_record("small_noise", "z", gap, heldout_of(gap, small, 1), **kw)
+    b = scored_record("large_noise", "z", gap, heldout_of(gap, large, 2), **kw)
+    copy = {**json.loads(json.dumps(a)), "name": "small_noise_copy", "measure": "small_noise_copy"}
+    baseline = scored_record("baseline.hparams", "z", gap, heldout_of(gap, base, 3), baseline=True,
+                             citation="the gap from the hyperparameters alone", **kw)
+    return [b, copy, baseline, a]
+
+
+def test_a_planted_pair_with_overlapping_intervals_lands_in_different_paired_groups():
+    from genbench.leaderboard.schema import Record
+
+    records = _planted()
+    a, b = (Record(next(r for r in records if r["name"] == name)) for name in ("small_noise", "large_noise"))
+    (alo, ahi), (blo, bhi) = a.interval("kfold_r2"), b.interval("kfold_r2")
+    assert a.score("kfold_r2") > b.score("kfold_r2")
+    assert alo <= bhi and blo <= ahi  # the marginal 95% intervals overlap: overlap alone would not separate them
+    ranked = {r.name: r for r in rank_records(records)}
+    assert set(ranked) == {"small_noise", "large_noise", "baseline.hparams"}  # the copy is shown once, as an alias
+    assert ranked["small_noise"].aliases == ["small_noise_copy"]
+    assert (ranked["small_noise"].rank, ranked["small_noise"].rank_group) == (1, 1)
+    assert (ranked["large_noise"].rank, ranked["large_noise"].rank_group) == (2, 2)  # paired: a group of its own
+    assert ranked["baseline.hparams"].rank is None and ranked["baseline.hparams"].rank_group == 3
+
+
+def test_identical_measures_share_a_group_and_are_shown_once():
+    from site_records import gaps, heldout_of, scored_record
+
+    import numpy as np
+
+    gap = gaps(216, 5)
+    noise = np.random.default_rng(6).normal(0, 0.5 * gap.std(), 216)
+    first = scored_record("norm.fro_prod", "z", gap, heldout_of(gap, noise, 1), n_boot=300)
+    same = {**first, "name": "norm.fro_sum", "measure": "norm.fro_sum"}
+    nearly = json.loads(json.dumps(first))
+    nearly["name"] = nearly["measure"] = "norm.fro_other"
+    nearly["values"]["heldout"][3][7] += 1e-9  # predictions differ: a different entry, in the same group
+    ranked = rank_records([same, nearly, first])
+    assert [(r.name, r.aliases) for r in ranked] == [("norm.fro_other", []), ("norm.fro_prod", ["norm.fro_sum"])] \
+        or [(r.name, r.aliases) for r in ranked] == [("norm.fro_prod", ["norm.fro_sum"]), ("norm.fro_other", [])]
+    assert {r.rank_group for r in ranked} == {1}
+    table = leaderboard_table([same, nearly, first]).set_index("entry")
+    assert table.loc["norm.fro_prod", "aliases"] == "norm.fro_sum" and "norm.fro_sum" not in table.index
+
+
+def test_paired_groups_of_50_entries_on_216_models_take_well_under_a_second():
+    import time
+
+    import numpy as np
+
+    from site_records import gaps, heldout_of, scored_record
+
+    gap = gaps(216, 8)
+    rng = np.random.default_rng(9)
+    records = [scored_record(f"m{i:02d}", "z", gap, heldout_of(gap, rng.normal(0, (0.2 + i / 50) * gap.std(), 216),
+                                                                i), n_boot=1000) for i in range(50)]
+    start = time.perf_counter()
+    ranked = rank_records(records)
+    seconds = time.perf_counter() - start
+    assert len(ranked) == 50 and ranked[0].rank_group == 1 and ranked[-1].rank_group > 5
+    assert seconds < 0.5, f"ranking 50 records x 1000 resamples x 216 models took {seconds:.2f} s"
+
+
+# ---------------------------------------------------------------- baselines, hidden columns, refusals on every view
+
+
+def _view_records():
+    """The planted zoo with no sign-error anywhere (its note says why) and one refused adjusted R^2."""
+    from site_records import ADJ_REFUSAL, SIGN_ERROR_NOTE
+
+    records = _planted(n_boot=200)
+    for r in records:
+        r["scores"]["notes"].append(SIGN_ERROR_NOTE)
+    records[0]["scores"]["refused"]["adj_r2"] = ADJ_REFUSAL  # large_noise
+    for r in records[1], records[3]:  # small_noise and its copy: a value, with no interval (none is real)
+        r["scores"]["values"]["adj_r2"] = 0.8
+    return records
+
+
+@pytest.fixture()
+def view_dir(tmp_path):
+    for r in _view_records():
+        write_record(r, tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_terminal_marks_the_baseline_hides_never_valued_columns_and_footnotes_refusals(view_dir, monkeypatch, width):
+    import genbench.cli as cli
+    from site_records import ADJ_REFUSAL
+
+    monkeypatch.setattr(cli.console, "width", width)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(view_dir)])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert max(len(line) for line in lines) <= width
+    text = " ".join(out.output.split())
+    cells = [line.replace("\u2502", " ").split() for line in lines]
+    rows = {c[2]: c for c in cells if c[:1] in (["1"], ["2"], ["base"]) and c[1].isdigit()}
+    assert rows["small_noise"][:2] == ["1", "1"] and rows["large_noise"][:2] == ["2", "2"]
+    assert rows["baseline.hparams"][:2] == ["base", "3"]  # marked, unnumbered, in a group
+    assert "small_noise also: small_noise_copy" in text and sorted(rows) == ["baseline.hparams", "large_noise",
+                                                                              "small_noise"]
+    assert "group: entries whose paired 95% bootstrap interval of the k-fold R^2 difference with the group's " \
+           "leader contains 0" in text
+    assert "a measure below baseline.hparams adds nothing the training recipe did not say" in text
+    assert text.count("adds nothing the training recipe") == 1  # said once
+    if width >= cli.WIDE_TABLE:
+        assert "sign-err" not in out.output.split("not shown")[0]  # no column for a score never valued here
+        assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error: none of" in text
+        assert "\u2014[1]" in " ".join(rows["large_noise"]) and f"\u2014[1] refused: {ADJ_REFUSAL}" in text
+        assert "0.80 " in " ".join(rows["small_noise"]) + " " and "0.80 [" not in out.output  # no interval: none
+    else:
+        assert "kfold_r2 [95%]" in out.output
+
+
+def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers(view_dir):
+    from site_records import ADJ_REFUSAL
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    got = pd.read_csv(io.StringIO(out.stdout)).set_index("entry")
+    assert list(got.index) == ["small_noise", "large_noise", "baseline.hparams"]
+    assert bool(got.loc["baseline.hparams", "baseline"]) and pd.isna(got.loc["baseline.hparams", "rank"])
+    assert got.loc["baseline.hparams", "group"] == 3 and got.loc["large_noise", "rank"] == 2
+    assert got.loc["small_noise", "aliases"] == "small_noise_copy"
+    assert pd.isna(got.loc["large_noise", "adj_r2"]) and got.loc["large_noise", "adj_r2_refused"] == ADJ_REFUSAL
+    assert pd.isna(got.loc["small_noise", "adj_r2_lo"])  # an interval only where one exists
+    assert "adds nothing the training recipe did not say" in out.stderr
+    rows = json.loads(runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "json"]).stdout)
+    assert [r["baseline"] for r in rows] == [False, False, True] and rows[2]["rank"] is None
+    md = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "markdown"]).stdout
+    assert md.startswith("| zoo") and "sign_error_worst" not in md.split("\n\n")[0]
+    row = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| z ")}
+    assert row["baseline.hparams"].split("|")[2].strip() == "base"
+    assert "small_noise (also: small_noise_copy)" in row
+    assert "\u2014[1]" in row["large_noise"] and f"\u2014[1] refused: {ADJ_REFUSAL}" in md
+    assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error" in md
+    assert "group: entries whose paired 95% bootstrap interval of the k-fold R^2 difference" in md
+    assert md.count("adds nothing the training recipe did not say") == 1
+
+
+def test_baselines_are_left_out_of_the_mean_rank_across_zoos():
+    import copy
+
+    records = _planted(n_boot=100)
+    other = copy.deepcopy(records)
+    for r in other:
+        r["zoo"]["name"] = "z2"
+    agg = aggregate_table(records + other).set_index("entry")
+    assert list(agg.index) == ["small_noise", "large_noise"] and agg.loc["small_noise", "mean_rank"] == 1.0
+    assert agg.loc["large_noise", "zoos"] == 2
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _error(records, sort="kfold_r2"):
+    from genbench.errors import GenbenchError
+
+    with pytest.raises(GenbenchError) as e:
+        rank_records(records, sort)
+    return " ".join(str(e.value).split())
+
+
+def test_records_of_different_zoo_versions_or_tables_are_refused_naming_them():
+    records = _planted(n_boot=100)
+    records[0]["zoo"]["version"] = 2
+    msg = _error(records)
+    assert "different versions" in msg and "large_noise" in msg and "version 2" in msg and "regenerate" in msg
+    records = _planted(n_boot=100)
+    records[2]["zoo"]["table_sha256"] = "0" * 64
+    msg = _error(records, sort="tau")  # whatever the score: records of two tables are not comparable
+    assert "table 000000000000: baseline.hparams" in msg and "genbench leaderboard run" in msg
+
+
+@pytest.mark.parametrize("field, value", [("seed", 1), ("n_boot", 150)])
+def test_records_made_with_other_bootstrap_settings_are_not_paired(field, value):
+    records = _planted(n_boot=100)
+    records[0]["scores"]["bootstrap"][field] = value
+    msg = _error(records)
+    assert "different bootstrap settings" in msg
+    assert f"{field} {value}" in msg and "large_noise" in msg.split(f"{field} {value}")[1].split(";")[0]
+    assert "--n-boot 100" in msg
+    assert len(rank_records(records, "tau")) == 3  # a score without groups needs no pairing
+
+
+def test_records_on_other_model_lists_or_without_heldout_predictions_are_not_paired():
+    records = _planted(n_boot=100)
+    r = records[1]  # the copy
+    r["name"] = "short"
+    for key in ("model_id", "gap", "prediction", "value", "error"):
+        r["values"][key] = r["values"][key][:-1]
+    r["values"]["heldout"] = [h[:-1] for h in r["values"]["heldout"]]
+    msg = _error(records)
+    assert "different model lists" in msg and "215 models" in msg and "short" in msg.split("215 models")[1]
+    records = _planted(n_boot=100)
+    del records[0]["values"]["heldout"]
+    msg = _error(records)
+    assert "cannot form paired rank groups" in msg and "large_noise lack the held-out predictions" in msg
+    assert "--sort tau" in msg
+
+
+def test_a_schema_1_record_is_refused_with_how_to_regenerate_it(tmp_path):
+    from genbench.errors import GenbenchError
+
+    rec = _planted(n_boot=100)[0]
+    rec["schema"] = 1
+    path = write_record(rec, tmp_path)
+    with pytest.raises(GenbenchError, match=r"schema 1.*regenerate it with `genbench leaderboard run large_noise "
+                                            r"--zoo z`"):
+        read_record(path)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(tmp_path)])
+    assert out.exit_code != 0 and "genbench leaderboard run" in str(out.exception)
+
+
+def test_the_leaderboards_batched_draws_are_pooled_scores_entry_by_entry():
+    import numpy as np
+
+    from genbench.leaderboard.ranking import _heldout_array, paired_draws
+    from genbench.leaderboard.schema import Record
+    from genbench.scoring.resample import pooled_scores, resample_weights
+
+    records = [Record(r) for r in _planted(n=80, n_boot=300)]
+    records[0].data["values"]["heldout"][4][9] = None  # a model without a value: its own batch
+    heldout = {r.name: _heldout_array(r) for r in records}
+    w = resample_weights(80, table_sha256=records[0].table_sha256, seed=0, n_boot=300)
+    gap = np.array(records[0].values["gap"])
+    for sort, k in (("kfold_r2", 0), ("mse", 1)):
+        expected = np.stack([pooled_scores(gap, heldout[r.name], w)[k] for r in records])
+        assert np.allclose(paired_draws(records, heldout, sort), expected, rtol=0, atol=1e-12)
+
+
+def test_the_leaderboard_recomputes_the_scorers_kfold_scores_and_intervals_from_a_record(records_dir):
+    import numpy as np
+
+    from genbench.leaderboard.ranking import _heldout_array, paired_draws
+    from genbench.scoring.resample import percentile_interval, pooled_scores
+
+    recs = [r for r in load_records(records_dir) if r.ok]
+    assert recs and all(r.heldout is not None and r.bootstrap for r in recs)
+    heldout = {r.name: _heldout_array(r) for r in recs}
+    for sort, k in (("kfold_r2", 0), ("mse", 1)):
+        draws = paired_draws(recs, heldout, sort)
+        for r, d in zip(recs, draws):
+            assert pooled_scores(np.array(r.values["gap"]), heldout[r.name])[k][0] == pytest.approx(r.score(sort),
+                                                                                                   abs=1e-12)
+            if r.interval(sort) != (None, None):
+                assert percentile_interval(d) == pytest.approx(r.interval(sort), abs=1e-12)

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from genbench.leaderboard.site import MARKER, write_site
-from site_records import FAIL_REASON, SCR_THRESHOLD, XSS_TITLE, make_ablation, make_records
+from site_records import (ADJ_REFUSAL, FAIL_REASON, SCR_THRESHOLD, SIGN_ERROR_NOTE, XSS_TITLE, ZOO1, ZOO2,
+                          make_ablation, make_records)
 
-ZOO1, ZOO2 = "mnist1d-demogen", "cifar10-small"
+ALIASES = {"norm.fro_sum"}  # shown as norm.fro_prod, not in a row of their own
 PWN_MARKER = "window.__pwned = 'untouched';"
 
 
@@ -136,8 +137,10 @@ def test_index_ranked_tables(driver: Any, site: Path, records: list[dict[str, An
     from selenium.webdriver.common.by import By
 
     load(driver, site.as_uri())
-    assert visible_names(driver, ZOO1) == ["margin.qrt_log", "spectral_gap", "norm.path"]  # failed ones apart
-    # the second zoo carries no ranks: the page ranks it by k-fold R^2 itself
+    z1 = sorted((r for r in records if r["zoo"]["name"] == ZOO1 and r["status"] == "ok" and r["name"] not in ALIASES),
+                key=lambda r: -kfold(r))
+    assert visible_names(driver, ZOO1) == [r["name"] for r in z1]  # failed ones apart, aliases folded in
+    assert "baseline.hparams" in visible_names(driver, ZOO1)
     z2 = sorted((r for r in records if r["zoo"]["name"] == ZOO2), key=lambda r: -kfold(r))
     assert visible_names(driver, ZOO2) == [r["name"] for r in z2]
     ranks = [td.text for td in driver.find_elements(
@@ -151,7 +154,7 @@ def test_index_ranked_tables(driver: Any, site: Path, records: list[dict[str, An
     assert not driver.find_elements(By.CSS_SELECTOR, f'.failed-entries[data-zoo="{ZOO2}"]')
     agg = driver.find_element(By.ID, "aggregate")
     assert "mean" in agg.find_element(By.TAG_NAME, "caption").text.lower()
-    assert len(agg.find_elements(By.CSS_SELECTOR, "tbody tr")) == 3
+    assert len(agg.find_elements(By.CSS_SELECTOR, "tbody tr")) == 4  # measures only: no baseline
     ablation = driver.find_element(By.ID, "ablation")
     assert "Table 1" in ablation.text and "Table 4" in ablation.text and "negative" in ablation.text
     shot = tmp_path / "index.png"
@@ -163,8 +166,9 @@ def test_index_ranked_tables(driver: Any, site: Path, records: list[dict[str, An
 def test_sort_by_clicking_headers(driver: Any, site: Path, records: list[dict[str, Any]]) -> None:
     load(driver, site.as_uri())
     header(driver, ZOO1, "Entry").click()
-    assert visible_names(driver, ZOO1) == ["margin.qrt_log", "norm.path", "spectral_gap"]
-    z1 = [r for r in records if r["zoo"]["name"] == ZOO1 and r["status"] == "ok"]  # failed ones are listed apart
+    assert visible_names(driver, ZOO1) == ["baseline.hparams", "margin.qrt_log", "norm.fro_prod", "norm.path",
+                                           "spectral_gap"]
+    z1 = [r for r in records if r["zoo"]["name"] == ZOO1 and r["status"] == "ok" and r["name"] not in ALIASES]
     ok = sorted((r for r in z1 if kfold(r) is not None), key=kfold)
     missing = [r["name"] for r in z1 if kfold(r) is None]
     th = header(driver, ZOO1, "k-fold")
@@ -184,7 +188,7 @@ def test_filter_hides_rows(driver: Any, site: Path) -> None:
     box = driver.find_element(By.CSS_SELECTOR, f'input.row-filter[data-table="table-{ZOO1}"]')
     box.send_keys("margin")
     assert visible_names(driver, ZOO1) == ["margin.qrt_log"]
-    assert driver.find_element(By.ID, f"table-{ZOO1}-count").text == "1 of 3 entries shown"
+    assert driver.find_element(By.ID, f"table-{ZOO1}-count").text == "1 of 5 entries shown"
     assert len(visible_names(driver, ZOO2)) == 2  # each zoo has its own filter
     box.clear()
     box.send_keys("NEYSHABUR")  # citation, case-insensitive
@@ -193,8 +197,14 @@ def test_filter_hides_rows(driver: Any, site: Path) -> None:
     box.send_keys("signature")  # kind
     assert visible_names(driver, ZOO1) == ["margin.qrt_log"]
     box.clear()
+    box.send_keys("fro_sum")  # an alias finds the entry that stands for it
+    assert visible_names(driver, ZOO1) == ["norm.fro_prod"]
+    box.clear()
+    box.send_keys("baseline")
+    assert visible_names(driver, ZOO1) == ["baseline.hparams"]
+    box.clear()
     box.send_keys(" ")
-    assert len(visible_names(driver, ZOO1)) == 3
+    assert len(visible_names(driver, ZOO1)) == 5
 
 
 def test_badges_explain_themselves(driver: Any, site: Path) -> None:
@@ -206,15 +216,22 @@ def test_badges_explain_themselves(driver: Any, site: Path) -> None:
     fragile = driver.find_element(By.CSS_SELECTOR, row % "norm.path")
     ActionChains(driver).move_to_element(fragile).perform()
     tip = fragile.get_attribute("title")
-    assert fragile.text == "fragile-value" and "badge-fragile" in fragile.get_attribute("class")
+    assert fragile.text == "fragile-value; inconclusive: trend, scaling"
+    assert "badge-fragile" in fragile.get_attribute("class")  # a failed part outweighs the missing ones
     assert "FAILED fragile-value" in tip and "spurious-change rate = 0.600" in tip and SCR_THRESHOLD in tip
     assert "passed fragile-trend" in tip and "n/a fragile-scale" in tip
+    assert "could not run: trend: no learning curves" in tip
     robust = driver.find_element(By.CSS_SELECTOR, row % "margin.qrt_log")
     assert robust.text == "robust"
     assert robust.value_of_css_property("background-color") != fragile.value_of_css_property("background-color")
     failed = driver.find_element(By.CSS_SELECTOR, f'.failed-entries[data-zoo="{ZOO1}"] li[data-name="hangs"]')
     assert FAIL_REASON in failed.text  # listed apart from the ranking, with its reason
     assert driver.find_element(By.CSS_SELECTOR, row % "spectral_gap").text == "not audited"
+    inconclusive = driver.find_element(By.CSS_SELECTOR, row % "norm.fro_prod")
+    assert inconclusive.text == "inconclusive" and "badge-inconclusive" in inconclusive.get_attribute("class")
+    colours = {b.value_of_css_property("background-color") for b in (robust, fragile, inconclusive)}
+    assert len(colours) == 3  # a badge of its own, neither robust nor fragile
+    assert "could not run: scaling: no learning curves" in inconclusive.get_attribute("title")
 
 
 def test_entry_page_has_chart_provenance_and_command(driver: Any, site: Path, records: list[dict[str, Any]],
@@ -270,3 +287,66 @@ def test_record_text_is_escaped_and_never_runs(driver: Any, site: Path) -> None:
     assert driver.find_element(By.CSS_SELECTOR, ".submission-title").text == XSS_TITLE
     assert "<b>B. Bold</b>" in driver.find_element(By.ID, "submission").text
     assert not driver.find_elements(By.CSS_SELECTOR, 'a[href^="javascript"]')
+
+
+def test_index_marks_baselines_states_the_group_rule_hides_empty_columns_and_marks_refusals(driver: Any,
+                                                                                           site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(driver, site.as_uri())
+    table = f'table.leaderboard[data-zoo="{ZOO1}"]'
+    rows = {r.get_attribute("data-name"): r for r in driver.find_elements(By.CSS_SELECTOR, f"{table} tbody tr")}
+    ranks = {name: r.find_elements(By.TAG_NAME, "td")[0].text for name, r in rows.items()}
+    assert ranks.pop("baseline.hparams") == "\u2013"  # a baseline gets no rank number ...
+    assert sorted(ranks.values()) == ["1", "2", "3", "4"]  # ... and the measures are numbered among themselves
+    base = rows["baseline.hparams"]
+    assert "baseline" in base.get_attribute("class").split()
+    assert base.find_elements(By.TAG_NAME, "td")[1].text.isdigit()  # but it takes part in the groups
+    mark = base.find_element(By.CSS_SELECTOR, ".badge-baseline")
+    assert mark.text == "baseline" and "adds nothing the training recipe did not say" in mark.get_attribute("title")
+    note = driver.find_element(By.ID, "baseline-note").text
+    assert "a measure below baseline.hparams adds nothing the training recipe did not say" in note
+    caption = driver.find_element(By.CSS_SELECTOR, f"{table} caption").text
+    assert ("group: entries whose paired 95% bootstrap interval of the k-fold R\u00b2 difference with the group's "
+            "leader contains 0") in caption
+    heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, f"{table} thead th")]
+    assert not any(h.startswith("sign-error") for h in heads)  # never valued on this zoo: no column
+    assert any(h.startswith("sign-error") for h in
+               (th.text for th in driver.find_elements(By.CSS_SELECTOR, f'table.leaderboard[data-zoo="{ZOO2}"] th')))
+    hidden = driver.find_element(By.CSS_SELECTOR, f"#zoo-{ZOO1} .hidden-columns").text
+    assert "sign-error (worst)" in hidden and SIGN_ERROR_NOTE in hidden
+    cells = rows["margin.qrt_log"].find_elements(By.TAG_NAME, "td")
+    adj = cells[heads.index("adj. R\u00b2")]
+    assert "refused" in adj.text and not any(ch.isdigit() for ch in adj.text)  # a mark, never a number
+    assert ADJ_REFUSAL in adj.find_element(By.CSS_SELECTOR, ".refused").get_attribute("title")
+    assert "also: norm.fro_sum" in rows["norm.fro_prod"].text and "norm.fro_sum" not in rows
+
+
+def test_entry_page_shows_spread_transform_signed_cmi_aliases_refusals_and_missing_audit_parts(
+        driver: Any, site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    entries = site.parent / "entries" / ZOO1
+    load(driver, (entries / "norm.fro_prod.html").as_uri())
+    assert "also: norm.fro_sum" in driver.find_element(By.CSS_SELECTOR, "header.page").text
+    scores = driver.find_element(By.ID, "scores").text
+    assert "all models: log; training folds: log 97, linear 3" in scores
+    assert "unconverged models scored\n2" in scores or "unconverged models scored 2" in " ".join(scores.split())
+    assert "10-fold, 10 shuffles" in scores
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#spread-table tbody tr")) == 10
+    assert "over 10 shuffles" in driver.find_element(By.ID, "spread").text
+    assert "signed by the measure's declared direction" in driver.find_element(By.ID, "cmi-sign").text
+    missing = driver.find_element(By.ID, "audit-missing").text
+    assert "trend: no learning curves" in missing and "scaling: no learning curves" in missing
+    badge = driver.find_element(By.CSS_SELECTOR, "#audit .badge")
+    assert badge.text == "inconclusive" and "badge-inconclusive" in badge.get_attribute("class")
+    assert_not_pwned(driver)
+
+    load(driver, (entries / "margin.qrt_log.html").as_uri())
+    assert ADJ_REFUSAL in driver.find_element(By.ID, "refused").text
+    adj = driver.find_element(By.CSS_SELECTOR, '#scores-table tr[data-score="adj_r2"]')
+    assert "refused" in adj.text and "0.5" not in adj.text
+
+    load(driver, (entries / "baseline.hparams.html").as_uri())
+    assert "adds nothing the training recipe did not say" in driver.find_element(By.ID, "baseline").text
+    assert "none (a baseline row)" in driver.find_element(By.ID, "record").text

@@ -11,6 +11,8 @@ DIGITS = 3         # decimals on the page, in the markdown export and in a submi
 MISSING = "-"      # a missing number in the terminal
 DASH = "\u2013"    # a missing number on the page
 TEXT_FORMATS = ("csv", "json", "markdown")  # what the leaderboard exports as text
+REFUSED = "\u2014"  # a refused score (not reported, its reason in a footnote or tooltip), never a number
+BASELINE_RANK = "base"  # the rank cell of a baseline row in the terminal and the markdown export
 
 
 def _number(x: Any, compact: bool) -> float | None:
@@ -57,3 +59,29 @@ def rank_text(rank: Any, missing: str = MISSING) -> str:
     if r is None:
         return missing
     return str(int(r)) if r.is_integer() else page_number(r)
+
+
+class Footnotes:
+    """Numbered reasons of the refused cells of one table: a cell shows REFUSED[n], the table's foot says why."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def mark(self, reason: str) -> str:
+        """The marker of a refused cell (one number per distinct reason)."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return f"{REFUSED}[{self.reasons.index(reason) + 1}]"
+
+    def lines(self) -> list[str]:
+        """The footnotes, one per reason."""
+        return [f"{REFUSED}[{i}] refused: {r}" for i, r in enumerate(self.reasons, 1)]
+
+
+def score_cell(v: Any, lo: Any = None, hi: Any = None, *, refused: Any = None, notes: Footnotes | None = None,
+               digits: int = TABLE_DIGITS) -> str:
+    """A score as a table cell: the number with its interval (when both ends are given), or the refusal marker
+    with a footnote when the score is refused."""
+    if isinstance(refused, str) and refused:
+        return notes.mark(refused) if notes is not None else REFUSED
+    return number(v, lo, hi, digits=digits)

@@ -1,41 +1,256 @@
-"""The leaderboard's one ranking: per zoo, best first by one score, with rank groups; and the mean rank across
-zoos. Records made on a partial zoo are listed apart, unranked. The terminal, the text exports and the web page
-all show this order."""
+"""The leaderboard's one ranking: per zoo, best first by one score, with paired rank groups recomputed from the
+records' held-out predictions (the same bootstrap resamples for every entry); equivalent entries shown once, with
+their aliases; baseline rows ranked among the measures but given no rank number; and the mean rank across zoos.
+Records made on a partial zoo are listed apart, unranked. The terminal, the text exports and the web page all show
+this order. numpy only (no torch, no scikit-learn): the leaderboard command stays fast."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from ..errors import GenbenchError
+from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT
-from .schema import Record, score_spec
+from .schema import Record, score_family, score_label, score_spec
 
+PAIRED = {"kfold_r2": 0, "mse": 1}  # sort keys with rank groups: their index in pooled_scores' pair
+SAME_PREDICTIONS = 1e-12  # two entries whose held-out predictions agree this closely ...
+SAME_SCORES = 1e-9        # ... and whose point scores agree this closely are the same entry
+
+
+def group_rule(sort: str = DEFAULT_SORT) -> str:
+    """The rank-group rule, as every view that shows groups states it; for a sort key without groups, why none."""
+    if sort not in PAIRED:
+        return (f"group: none when ranked by {sort}; rank groups come from the paired bootstrap of the k-fold R^2 "
+                "or the held-out MSE (--sort kfold_r2 or --sort mse)")
+    what = "k-fold R^2" if sort == "kfold_r2" else "held-out MSE"
+    return f"group: entries whose paired 95% bootstrap interval of the {what} difference with the group's leader " \
+           "contains 0"
 
 
 def rank_records(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT) -> list[Record]:
-    """Rank the ok records of each zoo by `sort` (best first, ties by name), zoos in name order, and give rank
-    groups: walking down the ranking, an entry joins the current group while its 95% interval overlaps the interval
-    of the group's first entry, else it starts the next. Unranked after them, by name: the records made on a
-    partial zoo (their scores describe other models: `partial_note` says why), then failed and unscored ones."""
+    """Rank the ok records of each zoo by `sort` (best first, ties by name), zoos in name order. Equivalent entries
+    (the same held-out predictions and scores) are shown once, as the first by name with `aliases`; baseline rows
+    are ranked among the measures with no rank number (measures are numbered 1, 2, ...); rank groups (kfold_r2 and
+    mse only) come from paired bootstrap differences with the group's leader (`group_rule`). Unranked after them,
+    by name: the records made on a partial zoo (`partial_note` says why), then failed and unscored ones."""
+    zoos: dict[str, list[Record]] = {}
+    for r in map(Record.of, records):
+        zoos.setdefault(r.zoo_name, []).append(r)
+    return [r for zoo in sorted(zoos) for r in _rank_zoo(zoo, zoos[zoo], sort)]
+
+
+def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
+    """The records of one zoo, ranked (rank_records)."""
     sign = 1.0 if score_spec(sort).lower_is_better else -1.0
-    recs = [Record.of(r) for r in records]
-    out: list[Record] = []
-    for zoo in sorted({r.zoo_name for r in recs}):
-        mine = [r for r in recs if r.zoo_name == zoo]
-        scored = sorted((r for r in mine if r.ok and r.zoo_complete and r.score(sort) is not None),
-                        key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
-        group, lead = 0, (None, None)
-        for i, r in enumerate(scored, 1):
-            iv = r.interval(sort)
-            if group == 0 or not _overlaps(iv, lead):
-                group, lead = group + 1, iv
-            out.append(r.with_rank(i, group))
-        ranked = {id(r) for r in scored}
-        out += [r.with_rank(None, None) for r in sorted((r for r in mine if id(r) not in ranked),
-                                                        key=lambda r: (not (r.ok and not r.zoo_complete), r.name))]
+    comparable = [r for r in mine if r.ok and r.zoo_complete]
+    _check_same_zoo(zoo, comparable)
+    heldout = {r.name: _heldout_array(r) for r in comparable}
+    shown, aliases = merge_equivalent(comparable, heldout)
+    scored = sorted((r for r in shown if r.score(sort) is not None),
+                    key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
+    groups = paired_rank_groups(zoo, scored, heldout, sort) if sort in PAIRED else [None] * len(scored)
+    out, number = [], 0
+    for r, g in zip(scored, groups):
+        number += not r.baseline  # measures are numbered among themselves
+        out.append(r.with_rank(None if r.baseline else number, g, aliases.get(r.name, [])))
+    placed = {r.name for r in scored} | {a for names in aliases.values() for a in names}
+    rest = sorted((r for r in mine if not (r.ok and r.zoo_complete and r.name in placed)),
+                  key=lambda r: (not (r.ok and not r.zoo_complete), r.name))
+    return out + [r.with_rank(None, None, aliases.get(r.name)) for r in rest]
+
+
+# ---------------------------------------------------------------- equivalent entries
+
+
+def _heldout_array(r: Record) -> np.ndarray | None:
+    """A record's held-out predictions as a float array [R, n] (NaN where a model has no value); None when absent
+    or not a rectangle of one value per model."""
+    h, ids = r.heldout, r.model_ids
+    if h is None or ids is None:
+        return None
+    try:
+        a = np.array(h, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return a if a.ndim == 2 and a.shape[1] == len(ids) else None
+
+
+def _same_scores(a: Record, b: Record) -> bool:
+    """Whether two records report the same point scores (within SAME_SCORES) and refuse the same ones."""
+    keys = set(a.score_keys()) | set(b.score_keys())
+    if set(a.refused) != set(b.refused):
+        return False
+    for k in keys:
+        x, y = a.score(k), b.score(k)
+        if (x is None) != (y is None) or (x is not None and abs(x - y) > SAME_SCORES):  # type: ignore[operator]
+            return False
+    return True
+
+
+def equivalent(a: Record, b: Record, ha: np.ndarray | None, hb: np.ndarray | None) -> bool:
+    """Whether two records of one zoo are the same entry: both measures or both baselines, on the same models, with
+    held-out predictions that agree within SAME_PREDICTIONS and point scores within SAME_SCORES."""
+    if ha is None or hb is None or ha.shape != hb.shape or a.baseline != b.baseline:
+        return False
+    ka, kb = a.score("kfold_r2"), b.score("kfold_r2")  # the cheap test first: most pairs differ here
+    if (ka is None) != (kb is None) or (ka is not None and abs(ka - kb) > SAME_SCORES):  # type: ignore[operator]
+        return False
+    return (bool(np.allclose(ha, hb, rtol=0.0, atol=SAME_PREDICTIONS, equal_nan=True)) and a.model_ids == b.model_ids
+            and _same_scores(a, b))
+
+
+def merge_equivalent(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None]
+                     ) -> tuple[list[Record], dict[str, list[str]]]:
+    """The records to show (the first by name of each set of equivalent ones) and, per shown name, the names of the
+    records it stands for (its aliases, by name)."""
+    shown: list[Record] = []
+    aliases: dict[str, list[str]] = {}
+    for r in sorted(recs, key=lambda r: r.name):
+        same = next((s for s in shown if equivalent(s, r, heldout.get(s.name), heldout.get(r.name))), None)
+        if same is None:
+            shown.append(r)
+        else:
+            aliases.setdefault(same.name, []).append(r.name)
+    return shown, aliases
+
+
+# ---------------------------------------------------------------- paired rank groups
+
+
+def _names(recs: Iterable[Record]) -> str:
+    return ", ".join(sorted(r.name for r in recs))
+
+
+def _split(recs: Sequence[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, list[Record]]:
+    """The records by the value of `key`, the most common value first."""
+    parts: dict[Hashable, list[Record]] = {}
+    for r in recs:
+        parts.setdefault(key(r), []).append(r)
+    return dict(sorted(parts.items(), key=lambda kv: -len(kv[1])))
+
+
+def _check_same_zoo(zoo: str, recs: Sequence[Record]) -> None:
+    """Records of one zoo name must come from one version of its table: else they score different models."""
+    parts = _split(recs, lambda r: (r.zoo.get("version"), r.table_sha256))
+    if len(parts) > 1:
+        what = "; ".join(f"version {v}, table {str(h)[:12]}: {_names(rs)}" for (v, h), rs in parts.items())
+        raise GenbenchError(f"the records of zoo {zoo!r} come from different versions of it ({what}); records made on "
+                            "different zoo tables are not comparable: regenerate the odd ones on the current zoo "
+                            f"with `genbench leaderboard run NAME --zoo {zoo}`, or rank them from separate --results "
+                            "folders")
+
+
+def _bootstrap(r: Record) -> tuple[str, int, int] | None:
+    """A record's paired-bootstrap settings (table hash, seed, n_boot); None when it does not say them."""
+    bs, prov = r.bootstrap, r.provenance
+    table, seed, n_boot = bs.get("table_sha256") or r.table_sha256, bs.get("seed", prov.get("seed")), \
+        bs.get("n_boot", prov.get("n_boot"))
+    try:
+        return (str(table), int(seed), int(n_boot)) if table and seed is not None and n_boot is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _gap(r: Record) -> np.ndarray | None:
+    """The record's target per model (values.gap) as floats; None when it is not one number per model."""
+    gap, ids = (r.values or {}).get("gap"), r.model_ids
+    try:
+        a = np.array(gap, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return a if ids is not None and a.shape == (len(ids),) else None
+
+
+def _check_pairable(zoo: str, recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None]) -> None:
+    """Paired groups need every entry's held-out predictions on the same models and the same resamples; name the
+    records that break this, and say how to fix it."""
+    lacking = [r for r in recs if heldout.get(r.name) is None or _gap(r) is None or _bootstrap(r) is None]
+    if lacking:
+        raise GenbenchError(f"cannot form paired rank groups on {zoo!r}: {_names(lacking)} lack the held-out "
+                            "predictions of every shuffle (values.heldout), the gaps or the bootstrap settings "
+                            "(scores.bootstrap) that pairing needs; regenerate them with `genbench leaderboard run "
+                            f"NAME --zoo {zoo}`, or rank by a score without groups (e.g. --sort tau)")
+    parts = _split(recs, lambda r: _bootstrap(r)[1:])  # type: ignore[index]
+    if len(parts) > 1:
+        what = "; ".join(f"seed {s}, n_boot {b}: {_names(rs)}" for (s, b), rs in parts.items())
+        seed, n_boot = next(iter(parts))  # type: ignore[misc]
+        raise GenbenchError(f"cannot pair the records of {zoo!r}: they were made with different bootstrap settings "
+                            f"({what}), so their resamples differ; regenerate the odd ones with the same settings "
+                            f"(`genbench leaderboard run NAME --zoo {zoo} --n-boot {n_boot}`, seed {seed})")
+    parts = _split(recs, lambda r: _bootstrap(r)[0])  # type: ignore[index]
+    if len(parts) > 1:
+        what = "; ".join(f"table {str(h)[:12]}: {_names(rs)}" for h, rs in parts.items())
+        raise GenbenchError(f"cannot pair the records of {zoo!r}: their resamples come from different zoo tables "
+                            f"({what}); regenerate the odd ones with `genbench leaderboard run NAME --zoo {zoo}`")
+    parts = _split(recs, lambda r: tuple(r.model_ids or ()))
+    if len(parts) > 1:
+        what = "; ".join(f"{len(ids)} models ({', '.join(ids[:2])}{', ...' if len(ids) > 2 else ''}): {_names(rs)}"
+                         for ids, rs in parts.items())  # type: ignore[arg-type]
+        raise GenbenchError(f"cannot pair the records of {zoo!r}: they hold values for different model lists "
+                            f"({what}); regenerate the odd ones on the complete zoo with `genbench leaderboard run "
+                            f"NAME --zoo {zoo}`")
+
+
+def pooled_many(y: np.ndarray, stack: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """resample.pooled_scores of E entries at once ([E, R, n] held-out predictions of the same target, finite for
+    the same models), with one matrix product for all of them: [E, B] pooled R^2 and MSE, as pooled_scores gives
+    them entry by entry."""
+    e, r, n = stack.shape
+    ok = np.isfinite(y) & np.isfinite(stack).all((0, 1))
+    w = np.where(ok, np.atleast_2d(np.asarray(weights, float)), 0.0)
+    y0, h0 = np.where(ok, y, 0.0), np.where(ok, stack, 0.0)
+    tot = w.sum(1)
+    safe = np.where(tot > 0, tot, 1.0)
+    ybar = (w * y0).sum(1) / safe
+    ss_tot = (w * (y0 - ybar[:, None]) ** 2).sum(1)
+    sq = np.ascontiguousarray(((y0 - h0) ** 2).reshape(e * r, n).T)  # [n, E R]
+    sse = (w @ sq).reshape(len(w), e, r).transpose(1, 0, 2)  # [E, B, R]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(ss_tot[None, :, None] > 0, 1.0 - sse / ss_tot[None, :, None], np.nan).mean(2)
+        mse = np.where(tot[None, :, None] > 0, sse / safe[None, :, None], np.nan).mean(2)
+    return r2, mse
+
+
+def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None], sort: str) -> np.ndarray:
+    """[E, B] bootstrap draws of the ranking score of each entry, all on the zoo's one resample matrix (a function
+    of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions
+    (resample.pooled_scores; entries with the same target, models and number of shuffles in one product)."""
+    table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
+    w = resample_weights(len(recs[0].model_ids or ()), table_sha256=table, seed=seed, n_boot=n_boot)
+    out = np.empty((len(recs), n_boot))
+    batches: dict[tuple[bytes, bytes, int], list[int]] = {}
+    for i, r in enumerate(recs):
+        y, h = _gap(r), heldout[r.name]
+        ok = np.isfinite(y) & np.isfinite(h).all(0)  # type: ignore[arg-type, union-attr]
+        batches.setdefault((y.tobytes(), ok.tobytes(), len(h)), []).append(i)  # type: ignore[union-attr, arg-type]
+    for idx in batches.values():
+        y = _gap(recs[idx[0]])
+        if len(idx) == 1:
+            out[idx[0]] = pooled_scores(y, heldout[recs[idx[0]].name], w)[PAIRED[sort]]  # type: ignore[arg-type]
+        else:
+            stack = np.stack([heldout[recs[i].name] for i in idx])  # type: ignore[misc]
+            out[idx] = pooled_many(y, stack, w)[PAIRED[sort]]  # type: ignore[arg-type]
     return out
+
+
+def paired_rank_groups(zoo: str, scored: Sequence[Record], heldout: Mapping[str, np.ndarray | None],
+                       sort: str) -> list[int]:
+    """Rank groups of the entries of one zoo, sorted best first by `sort` (kfold_r2 or mse): `group_rule`."""
+    if not scored:
+        return []
+    _check_pairable(zoo, scored, heldout)
+    draws = paired_draws(scored, heldout, sort)
+    return paired_groups([r.score(sort) for r in scored], draws,  # type: ignore[misc]
+                         lower_is_better=score_spec(sort).lower_is_better)
+
+
+# ---------------------------------------------------------------- what a view says about a zoo
 
 
 def partial_note(record: Mapping[str, Any]) -> str:
@@ -49,10 +264,37 @@ def partial_note(record: Mapping[str, Any]) -> str:
     return f"unranked: partial zoo ({counts})"
 
 
-def _overlaps(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
-    if None in a or None in b:
-        return False
-    return a[0] <= b[1] and b[0] <= a[1]  # type: ignore[operator]
+def empty_scores(recs: Iterable[Record], keys: Iterable[str]) -> dict[str, str]:
+    """The scores among `keys` that no ok record of one zoo has a value for (their columns are not shown on it),
+    each with why: the records' note on the score's family (e.g. 'robust sign-error: ...') or naming it (e.g. 'grid
+    scores (Psi, CMI) skipped: ...'), else a refusal, else '' (the records do not say)."""
+    ok = [r for r in recs if r.ok]
+    out: dict[str, str] = {}
+    for k in keys:
+        if not ok or any(r.score(k) is not None for r in ok):
+            continue
+        note = next((n for r in ok if (n := r.note_on(score_family(k)))), None) or next(
+            (str(n) for r in ok for n in r.notes if re.search(rf"\b{re.escape(score_spec(k).ascii)}\b", str(n))), None)
+        refused = next((r for r in ok if r.refusal(k)), None)
+        out[k] = note or (f"{score_label(k)}: refused (e.g. {refused.name}: {refused.refusal(k)})" if refused else "")
+    return out
+
+
+def hidden_lines(hidden: Mapping[str, str], *, shown: bool = True) -> list[str]:
+    """One line per reason: which score columns a table does not show (`shown`; else: which are empty, by their
+    keys, as in csv and json), and why."""
+    by_reason: dict[str, list[str]] = {}
+    for k, why in hidden.items():
+        by_reason.setdefault(why, []).append(score_label(k) if shown else k)
+    what = "not shown" if shown else "empty"
+    return [f"{what} ({', '.join(cols)}): no entry has a value on this zoo" + (f"; {why}" if why else "")
+            for why, cols in by_reason.items()]
+
+
+def alias_lines(recs: Iterable[Record]) -> list[str]:
+    """One line per entry shown for others: the names it stands for."""
+    return [f"{r.name} also: {', '.join(r.aliases)} (the same held-out predictions and scores: shown once)"
+            for r in recs if r.aliases]
 
 
 def by_zoo(ranked: Iterable[Record]) -> dict[str, list[Record]]:
@@ -61,6 +303,9 @@ def by_zoo(ranked: Iterable[Record]) -> dict[str, list[Record]]:
     for r in ranked:
         zoos.setdefault(r.zoo_name, []).append(r)
     return zoos
+
+
+# ---------------------------------------------------------------- across zoos
 
 
 @dataclass
@@ -85,7 +330,8 @@ class MeanRank:
 
 def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
     """Across zoos: each entry's mean rank over the zoos where it is ranked (lower is better), best first, ties
-    by name; failed and missing entries are left out of a zoo rather than penalised."""
+    by name; failed and missing entries are left out of a zoo rather than penalised, baselines (no rank number)
+    are left out."""
     rows: dict[str, MeanRank] = {}
     for r in ranked:
         if r.rank is not None:
@@ -94,8 +340,9 @@ def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
     return sorted(rows.values(), key=lambda m: (m.mean_rank, m.entry))
 
 
-def aggregate_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT) -> pd.DataFrame:
-    """The mean ranks across zoos as a table: entry, mean_rank, zoos, local."""
+def aggregate_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT, *,
+                    ranked: Sequence[Record] | None = None) -> pd.DataFrame:
+    """The mean ranks across zoos as a table: entry, mean_rank, zoos, local (`ranked`: the records already ranked)."""
     rows = [{"entry": m.entry, "mean_rank": m.mean_rank, "zoos": m.zoos, "local": m.local}
-            for m in mean_ranks(rank_records(records, sort))]
+            for m in mean_ranks(ranked if ranked is not None else rank_records(records, sort))]
     return pd.DataFrame(rows, columns=["entry", "mean_rank", "zoos", "local"])

@@ -19,6 +19,7 @@ from ..fileio import json_safe
 from ..measures import Measure, get_measure
 from ..scoring.demogen import demogen_tables
 from ..scoring.scores import Scores
+from ..scoring.spec import MeasureScores
 from ..version import __version__
 from ..zoo.storage import Zoo, load_zoo
 from .schema import SCHEMA, Record, read_record, write_record
@@ -80,8 +81,16 @@ def failure_record(name: str, measure: str, zoo: str | Zoo, reason: str, *, subm
     return json_safe(rec)
 
 
-def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, predictions: pd.Series | None) -> dict[str, Any]:
-    """Per-model values: the measure (scalar or signature rows), its failure, the gap and the held-out prediction."""
+def _heldout(s: MeasureScores) -> dict[str, Any]:
+    """The held-out predictions of every shuffle ([R][n], None where a model has no value) and shuffle 0's."""
+    if s.heldout is None:
+        return {"prediction": None, "heldout": None}
+    rows = [[v if np.isfinite(v) else None for v in row.tolist()] for row in np.asarray(s.heldout, float)]
+    return {"prediction": rows[0], "heldout": rows}
+
+
+def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, s: MeasureScores) -> dict[str, Any]:
+    """Per-model values: the measure (scalar or signature rows), its failure, the gap and the held-out predictions."""
     from ..scoring.scores import measure_matrix
     ids = values["model_id"].astype(str).tolist()
     x = measure_matrix(values, m.name)
@@ -90,7 +99,7 @@ def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, predictions: pd.Se
     return {"model_id": ids, "gap": gap.tolist(),
             "value": (x[:, 0] if m.kind == "scalar" else x).tolist(),
             "error": None if err is None else [None if e is None or e != e else str(e) for e in err],
-            "prediction": None if predictions is None else [predictions.get(i, float("nan")) for i in ids]}
+            **_heldout(s)}
 
 
 def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submission: dict | None = None,
@@ -112,6 +121,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
                           + ("" if zoo.complete else " --allow-partial"))
     start = time.perf_counter()
     values = evaluate([m], zoo, device=device, seed=seed, budget_s=budget_s, progress=progress, cache=cache)
+    values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
     s = score(values, zoo, measures=[m.name], n_boot=n_boot, seed=seed, allow_partial=allow_partial)[m.name]
     ok = np.isfinite(measure_matrix(values, m.name)).all(1)
     if (~ok).mean() > MAX_FAILED_SHARE:
@@ -135,11 +145,73 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     if audit_note:
         scores["notes"] = scores.get("notes", []) + [audit_note]
     rec.update(status="ok", failure=None, scores=scores, audit=report,
-               values=_values_block(values, m, zoo, s.predictions),
+               values=_values_block(values, m, zoo, s),
                provenance=_provenance(m, device=device, seconds=time.perf_counter() - start, command=command))
     rec["provenance"]["seed"], rec["provenance"]["n_boot"] = seed, n_boot
     rec["provenance"]["audit_zoo"] = audit_zoo  # as requested, so verify repeats the same attempt
     return json_safe(rec)
+
+
+def builtin_scalars() -> list[str]:
+    """The built-in scalar measures (the catalogue shipped in genbench.measures, not plug-ins or submissions)."""
+    from ..measures import list_measures
+    return [n for n in list_measures() if get_measure(n).kind == "scalar"
+            and get_measure(n).fn.__module__.startswith("genbench.measures.")]
+
+
+def baselines_source_hash() -> str:
+    """sha256 of the module that defines the baselines (a record cites it, as a measure's record cites its own)."""
+    import hashlib
+    import inspect
+
+    from ..scoring import baselines
+    return hashlib.sha256(inspect.getsource(baselines).encode()).hexdigest()
+
+
+def run_baselines(zoo: str | Zoo, *, only: Iterable[str] | None = None, device: str | None = None,
+                  budget_s: float | None = BUDGET_S, n_boot: int = N_BOOT, seed: int = SEED, command: str = "",
+                  progress: bool = False, cache: bool = True, allow_partial: bool = False) -> list[dict[str, Any]]:
+    """The records of the baseline rows on a zoo (every baseline, or those named in `only`): the zoo's
+    hyperparameters, every built-in scalar measure at once (evaluated first, from the value cache when it has
+    them), the final training loss and accuracy. A baseline that cannot be made gets a failure record."""
+    from ..device import resolve_device
+    from ..harness.evaluate import evaluate
+    from ..scoring.baselines import BASELINE_NAMES, BASELINES, score_baselines
+    zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
+    wanted = tuple(only or BASELINE_NAMES)
+    unknown = [b for b in wanted if b not in BASELINE_NAMES]
+    if unknown:
+        raise GenbenchError(f"unknown baseline(s) {unknown}; the baselines are {list(BASELINE_NAMES)}")
+    device = resolve_device(device)
+    start = time.perf_counter()
+    values, inputs = None, []
+    if "baseline.all_measures" in wanted:
+        inputs = builtin_scalars()
+        values = evaluate(inputs, zoo, device=device, seed=seed, budget_s=budget_s, progress=progress, cache=cache)
+    scores, notes = score_baselines(zoo, values, measures=inputs, seed=seed, n_boot=n_boot, only=wanted)
+    seconds = time.perf_counter() - start
+    ids = sorted(zoo.table["model_id"].astype(str))
+    gap = zoo.table.set_index("model_id").loc[ids, "gap"].to_numpy(float).tolist()
+    citation = {b.name: b.citation for b in BASELINES}
+    out = []
+    for name in wanted:
+        cmd = command or f"genbench leaderboard baselines --zoo {zoo.name}"
+        rec = {"schema": SCHEMA, "name": name, "measure": name, "kind": "baseline", "citation": citation[name],
+               "higher_means": None, "builtin": True, "baseline": True, "submission": None, "zoo": _zoo_info(zoo)}
+        prov = _provenance(None, device=device, seconds=seconds, command=cmd)
+        prov.update(measure_source_hash=baselines_source_hash(), seed=seed, n_boot=n_boot, audit_zoo=None,
+                    inputs=inputs if name == "baseline.all_measures" else None)
+        if name not in scores.items:
+            reason = next((n for n in notes if name in n), f"{name} could not be made")
+            rec.update(status="failed", failure=reason, scores=None, audit=None, values=None, provenance=prov)
+        else:
+            s = scores.items[name]
+            rec.update(status="ok", failure=None, scores=s.to_dict(), audit=None,
+                       values={"model_id": ids, "gap": gap, "value": None, "error": None, **_heldout(s)},
+                       provenance=prov)
+        out.append(json_safe(rec))
+    return out
 
 
 def ablation_tables(records: Iterable[Mapping[str, Any]], zoo: str = DEFAULT_ZOO

@@ -16,13 +16,16 @@ from ..paths import results_dir
 from ..scoring.spec import SCORE_NAMES, SCORES, MeasureScores, Score
 
 T = TypeVar("T")
-SCHEMA = 1
+SCHEMA = 2  # 2: pooled repeated k-fold, paired resamples, baselines, refusals (issue 14)
 REQUIRED = ("schema", "name", "measure", "zoo", "status")
 SHOWN = ("adj_r2", "kfold_r2", "tau", "psi", "cmi", "sign_error_worst")  # the leaderboard's score columns
 WITH_INTERVAL = ("adj_r2", "kfold_r2")  # shown with their 95% interval beside them
 HEADLINE = ("adj_r2", "kfold_r2", "tau")  # a submission's summary (`genbench submit`)
 EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n == "mse")  # csv/json columns, each with its interval
 _BY_NAME = {s.name: s for s in SCORES}
+BASELINE_NOTE = ("a baseline row is a reference predictor, not a measure: it takes part in the rank groups but gets "
+                 "no rank number and no mean rank; a measure below baseline.hparams adds nothing the training recipe "
+                 "did not say")
 
 
 def score_spec(name: str) -> Score:
@@ -35,6 +38,14 @@ def score_spec(name: str) -> Score:
 def score_label(name: str) -> str:
     """A score's full label; the name itself for a score the list does not know."""
     return _BY_NAME[name].label if name in _BY_NAME else name
+
+
+def score_family(name: str) -> str:
+    """The family a score's notes start with: 'robust sign-error' for the sign-errors, else its label."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        return name
+    return spec.help.split(":")[0] if ":" in spec.help else spec.label
 
 
 def finite(x: Any) -> float | None:
@@ -159,6 +170,12 @@ class Record(Mapping[str, Any]):
     written_status: _Field[Any] = _Field("The status as written; None when missing.", key="status")
 
     @property
+    def baseline(self) -> bool:
+        """Whether the entry is a baseline row (baseline.hparams, ...): ranked among the measures for comparison,
+        but given no rank number and left out of the mean rank."""
+        return self.data.get("baseline") is True
+
+    @property
     def ok(self) -> bool:
         """Whether the entry was scored."""
         return self.status == "ok"
@@ -210,20 +227,33 @@ class Record(Mapping[str, Any]):
         return _mapping(self.data.get("scores")) or {}
 
     def score(self, key: str) -> float | None:
-        """One score's value; None when missing or not finite."""
+        """One score's value; None when missing, refused or not finite."""
         values = _mapping(self.scores.get("values"))
-        return finite(values.get(key)) if values else None
+        return finite(values.get(key)) if values and not self.refusal(key) else None
+
+    def refusal(self, key: str) -> str | None:
+        """Why a score is refused (not reported: too few models, estimate outside its interval, ...); None if not."""
+        reason = (_mapping(self.scores.get("refused")) or {}).get(key)
+        return None if reason is None else str(reason) or "refused"
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """Every refused score with its reason."""
+        return {k: self.refusal(k) or "" for k in _mapping(self.scores.get("refused")) or {}}
 
     def interval(self, key: str) -> tuple[float | None, float | None]:
-        """One score's 95% interval; (None, None) when missing."""
+        """One score's 95% interval; (None, None) when missing (no real interval) or refused."""
         iv = (_mapping(self.scores.get("intervals")) or {}).get(key)
+        if self.refusal(key):
+            return None, None
         if not isinstance(iv, (list, tuple)) or len(iv) != 2:
             return None, None
         return finite(iv[0]), finite(iv[1])
 
     def score_keys(self) -> list[str]:
         """The scores the record holds (a value or an interval), in the score list's order, then others by name."""
-        held = set(_mapping(self.scores.get("values")) or {}) | set(_mapping(self.scores.get("intervals")) or {})
+        held = (set(_mapping(self.scores.get("values")) or {}) | set(_mapping(self.scores.get("intervals")) or {})
+                | set(self.refused))
         return [k for k in SCORE_NAMES if k in held] + sorted(held - set(SCORE_NAMES))
 
     @property
@@ -235,6 +265,36 @@ class Record(Mapping[str, Any]):
     def notes(self) -> list[str]:
         """What could not be computed, and why."""
         return list(self.scores.get("notes") or [])
+
+    def note_on(self, family: str) -> str | None:
+        """The first note about a score family (one that starts with it, e.g. 'robust sign-error: ...')."""
+        return next((n for n in self.notes if str(n).lower().startswith(family.lower())), None)
+
+    @property
+    def spread(self) -> Mapping[str, list[float]]:
+        """Per-shuffle values of the repeated k-fold scores: {"kfold_r2": [R values], "mse": [R values]}."""
+        return _mapping(self.scores.get("spread")) or {}
+
+    @property
+    def kfold(self) -> Mapping[str, Any]:
+        """The cross-validation: k, repeats and the shuffle seeds."""
+        return _mapping(self.scores.get("kfold")) or {}
+
+    @property
+    def bootstrap(self) -> Mapping[str, Any]:
+        """The paired bootstrap's settings: seed, n_boot and the table_sha256 its resamples derive from."""
+        return _mapping(self.scores.get("bootstrap")) or {}
+
+    @property
+    def transform_used(self) -> Mapping[str, Any]:
+        """The phi used: {"all": phi of the fit on all models, "folds": {phi: how many training folds chose it}}."""
+        return _mapping(self.scores.get("transform_used")) or {}
+
+    @property
+    def unconverged(self) -> int | None:
+        """How many of the scored models did not converge (None: the record does not say)."""
+        v = finite(self.scores.get("unconverged"))
+        return None if v is None else int(v)
 
     def measure_scores(self) -> MeasureScores:
         """The scores block as the scorer's MeasureScores."""
@@ -259,14 +319,38 @@ class Record(Mapping[str, Any]):
         return [Check.from_dict(c) for c in (self.audit or {}).get("checks") or [] if isinstance(c, Mapping)]
 
     @property
+    def audit_missing(self) -> list[tuple[str, str]]:
+        """The audit's parts that could not run, each with why (they make a verdict inconclusive)."""
+        out = []
+        for m in (self.audit or {}).get("missing") or []:
+            if isinstance(m, (list, tuple)) and m:
+                out.append((str(m[0]), str(m[1]) if len(m) > 1 else ""))
+            elif isinstance(m, Mapping):
+                out.append((str(m.get("part", "?")), str(m.get("reason", ""))))
+        return out
+
+    @property
     def audit_notes(self) -> list[str]:
         """The audit's notes."""
         return list((self.audit or {}).get("notes") or [])
 
     @property
     def values(self) -> Mapping[str, Any] | None:
-        """Per-model values: model_id, gap, value, error, prediction."""
+        """Per-model values: model_id (sorted), gap, value, error, prediction (shuffle seed 0) and heldout (the
+        held-out predictions of every shuffle: R lists of one value or null per model)."""
         return _mapping(self.data.get("values"))
+
+    @property
+    def model_ids(self) -> list[str] | None:
+        """The zoo's model ids the values are given for (None when the record holds none)."""
+        ids = (self.values or {}).get("model_id")
+        return [str(i) for i in ids] if isinstance(ids, list) else None
+
+    @property
+    def heldout(self) -> list[list[float | None]] | None:
+        """The held-out predictions of every shuffle ([R][n], null where a model has no value); None if absent."""
+        h = (self.values or {}).get("heldout")
+        return h if isinstance(h, list) and h and all(isinstance(row, list) for row in h) else None
 
     def predicted_gaps(self) -> tuple[list[float], list[float]]:
         """The (true gap, k-fold held-out prediction) pairs where both are finite."""
@@ -304,9 +388,15 @@ class Record(Mapping[str, Any]):
         """The rank group on its zoo, once ranked."""
         return finite(self.data.get("rank_group"))
 
-    def with_rank(self, rank: int | None, group: int | None) -> Record:
-        """A copy that carries a rank and a rank group."""
-        return Record({**self.data, "rank": rank, "rank_group": group})
+    @property
+    def aliases(self) -> list[str]:
+        """Entries equivalent to this one on its zoo (the same held-out predictions and scores), shown as this one."""
+        return [str(a) for a in self.data.get("aliases") or []]
+
+    def with_rank(self, rank: int | None, group: int | None, aliases: list[str] | None = None) -> Record:
+        """A copy that carries a rank, a rank group and (once ranked) the names of its equivalent entries."""
+        extra = {} if aliases is None else {"aliases": list(aliases)}
+        return Record({**self.data, "rank": rank, "rank_group": group, **extra})
 
     # ------------------------------------------------------------ where it was read from
 
@@ -346,10 +436,31 @@ def read_record(path: str | Path) -> dict[str, Any]:
     if missing:
         raise GenbenchError(f"{path} is not a genbench result record: missing {missing}")
     if rec["schema"] != SCHEMA:
-        raise GenbenchError(f"{path} has record schema {rec['schema']}; this genbench reads schema {SCHEMA}")
+        raise SchemaError(_schema_error(path, rec))
     if not isinstance(rec["zoo"], dict) or not rec["zoo"].get("name"):
         raise GenbenchError(f"{path} is not a genbench result record: its zoo is not an object with a name")
     return rec
+
+
+class SchemaError(GenbenchError):
+    """A record of another schema than this genbench reads (its message says how to get a current one)."""
+
+
+def _schema_error(path: Path, rec: Mapping[str, Any]) -> str:
+    """What is wrong with a record of another schema, and how to get one this genbench reads."""
+    found = rec.get("schema")
+    if isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA:
+        return (f"{path} has record schema {found}, newer than this genbench reads (schema {SCHEMA}): upgrade "
+                "genbench")
+    zoo = rec.get("zoo")
+    zoo = zoo.get("name") if isinstance(zoo, Mapping) else zoo
+    prov, sub = _mapping(rec.get("provenance")) or {}, _mapping(rec.get("submission"))
+    command = str(prov.get("command") or "")
+    if not (sub and command.startswith("genbench submit")):  # a built-in: `leaderboard run` makes its record
+        command = f"genbench leaderboard run {rec.get('measure') or rec.get('name')} --zoo {zoo}"
+    return (f"{path} has record schema {found!r}; this genbench reads schema {SCHEMA} (pooled repeated k-fold R^2, "
+            "paired bootstrap resamples, baseline rows), whose scores are not comparable with older ones: "
+            f"regenerate it with `{command}`")
 
 
 def load_records(root: str | Path | None = None, zoo: str | None = None) -> list[Record]:
@@ -359,7 +470,16 @@ def load_records(root: str | Path | None = None, zoo: str | None = None) -> list
         raise GenbenchError(f"no result records at {root}: run `genbench submit` or `genbench leaderboard run` first, "
                             "or pass --results DIR")
     pattern = f"{zoo}/*.json" if zoo else "*/*.json"
-    recs = [Record.read(p) for p in sorted(root.glob(pattern))]
+    recs, old = [], []
+    for p in sorted(root.glob(pattern)):
+        try:
+            recs.append(Record.read(p))
+        except SchemaError as e:
+            old.append(e)
+    if old:
+        more = (f" ({len(old) - 1} more record(s) under {root} have another schema too: `genbench leaderboard run "
+                "'*' --zoo ZOO` regenerates every built-in one)" if len(old) > 1 else "")
+        raise SchemaError(f"{old[0]}{more}")
     if zoo and not recs:
         zoos = sorted(p.name for p in root.iterdir() if p.is_dir())
         raise GenbenchError(f"no records for zoo {zoo!r} under {root}; zoos with records: {zoos}")

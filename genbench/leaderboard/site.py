@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..scoring.spec import DEFAULT_SORT
-from .format import DASH, DIGITS, interval, number, page_number, rank_text
-from .ranking import MeanRank, by_zoo, mean_ranks, partial_note, rank_records
-from .schema import SHOWN, WITH_INTERVAL, Record, finite, score_label, score_spec
+from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
+from .ranking import MeanRank, by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records
+from .schema import BASELINE_NOTE, SHOWN, WITH_INTERVAL, Record, finite, score_label, score_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,6 +84,24 @@ def local_badge(local: bool) -> str:
     return f' <span class="badge badge-local" tabindex="0" title="{esc(tip)}">local</span>'
 
 
+def baseline_badge(rec: Record) -> str:
+    """The 'baseline' mark of a baseline row, what a baseline is in its title ('' for a measure)."""
+    if not rec.baseline:
+        return ""
+    tip = f"Baseline, not a measure: {rec.citation or rec.name}. {BASELINE_NOTE[0].upper()}{BASELINE_NOTE[1:]}."
+    return f' <span class="badge badge-baseline" tabindex="0" title="{esc(tip)}">baseline</span>'
+
+
+def verdict_class(verdict: str) -> str:
+    """The badge class of an audit verdict: robust, fragile (any failed part), inconclusive (a part could not run
+    and none failed), else unknown."""
+    if verdict == "robust":
+        return "badge-robust"
+    if "fragile" in verdict or "blind" in verdict:
+        return "badge-fragile"
+    return "badge-inconclusive" if verdict.startswith("inconclusive") else "badge-unknown"
+
+
 def badge(rec: Record) -> str:
     """The fragility badge of a record: the verdict coloured, every check with its threshold in its title."""
     if not rec.ok:
@@ -101,10 +119,10 @@ def badge(rec: Record) -> str:
         if c.detail:
             line += f"; {c.detail}"
         lines.append(line)
+    lines += [f"could not run: {part}: {why}" for part, why in rec.audit_missing]
     lines += [f"note: {n}" for n in rec.audit_notes]
-    cls = ("badge-robust" if verdict == "robust" else
-           "badge-fragile" if ("fragile" in verdict or "blind" in verdict) else "badge-unknown")
-    return f'<span class="badge {cls}" tabindex="0" title="{esc(chr(10).join(lines))}">{esc(verdict)}</span>'
+    return (f'<span class="badge {verdict_class(verdict)}" tabindex="0" title="{esc(chr(10).join(lines))}">'
+            f"{esc(verdict)}</span>")
 
 
 # ---------------------------------------------------------------- page pieces
@@ -142,62 +160,112 @@ def num_td(v: Any, lo: Any = None, hi: Any = None) -> str:
     return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(page_number(v))}{ci_html}</td>'
 
 
+def refused_td(reason: str) -> str:
+    """The cell of a refused score: a mark, never a number, with the reason in its title (sorted last)."""
+    return (f'<td class="num" data-sort=""><span class="refused" tabindex="0" title="{esc("Refused: " + reason)}">'
+            f"{REFUSED} refused</span></td>")
+
+
+def score_td(rec: Record, key: str, with_interval: bool = True) -> str:
+    """A record's score as a cell: the value with its interval (only a real one), or the refusal mark."""
+    reason = rec.refusal(key)
+    if reason:
+        return refused_td(reason)
+    return num_td(rec.score(key), *(rec.interval(key) if with_interval else ()))
+
+
 def rank_td(v: Any) -> str:
     """A numeric cell showing a rank (an integer when it is one)."""
     return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(rank_text(v, DASH))}</td>'
 
 
-def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str) -> str:
-    """The ranked, sortable, filterable table of one zoo."""
-    head = "".join([
-        th("Rank", kind="num", tip="rank on this zoo (primary score: k-fold R\u00b2)", cls="num"),
-        th("Group", kind="num", tip="rank group from the ranking step: entries that cannot be told apart",
-           cls="num"),
-        th("Entry"), th("Kind"),
-        *(th(esc(score_spec(k).header), kind="num", first=_first(k), tip=score_spec(k).help, cls="num")
-          for k in SHOWN),
-        th("Fragility", tip="verdict of the fragility audit; hover a badge for its checks"),
-        th("Citation"),
-    ])
-    rows = []
-    for i, r in enumerate(recs):
-        if not r.ok:
-            continue  # listed apart, below the table (failed_list)
-        sub_title = str(r.submission.get("title") or "") if r.submission else ""
-        search = " ".join([r.name, str(r.kind or ""), str(r.citation or ""), sub_title,
-                           "local" if r.local else ""]).lower()
-        cls = ["failed"] if not r.ok else ["partial"] if not r.zoo_complete else []
-        if r.rank_group is not None:
-            cls.append("group-even" if int(r.rank_group) % 2 == 0 else "group-odd")
-        cls += ["local"] if r.local else []
-        cells = [rank_td(r.rank), rank_td(r.rank_group)]
-        sub_html = f'<span class="subtitle">{esc(sub_title)}</span>' if sub_title else ""
-        cells.append(f'<td data-sort="{esc(r.name.lower())}"><a class="entry" href="{esc(links[(zoo, i)])}">'
-                     f"{esc(r.name)}</a>{local_badge(r.local)}{partial_badge(r)}{sub_html}</td>")
-        cells.append(f"<td>{esc(r.kind or DASH)}</td>")
-        for key in SHOWN:
-            cells.append(num_td(r.score(key), *(r.interval(key) if key in WITH_INTERVAL else ())))
-        cells.append(f'<td data-sort="{esc(_verdict_key(r))}">{badge(r)}</td>')
-        cells.append(f"<td>{esc(r.citation or DASH)}</td>")
-        rows.append(f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-search="{esc(search)}">'
-                    + "".join(cells) + "</tr>")
+def aliases_html(rec: Record) -> str:
+    """The entries an entry stands for ('' when none)."""
+    if not rec.aliases:
+        return ""
+    tip = "the same held-out predictions and scores on this zoo: shown once"
+    return f'<span class="aliases" title="{esc(tip)}">also: {esc(", ".join(rec.aliases))}</span>'
+
+
+def entry_td(r: Record, href: str) -> str:
+    """The entry cell of a zoo table: name (linked), its marks, its submission's title and its aliases."""
+    sub_title = str(r.submission.get("title") or "") if r.submission else ""
+    sub_html = f'<span class="subtitle">{esc(sub_title)}</span>' if sub_title else ""
+    return (f'<td data-sort="{esc(r.name.lower())}"><a class="entry" href="{esc(href)}">{esc(r.name)}</a>'
+            f"{baseline_badge(r)}{local_badge(r.local)}{partial_badge(r)}{sub_html}{aliases_html(r)}</td>")
+
+
+def zoo_row(r: Record, keys: list[str], href: str) -> str:
+    """One ranked (or partial) record as a row of its zoo's table."""
+    sub_title = str(r.submission.get("title") or "") if r.submission else ""
+    search = " ".join([r.name, *r.aliases, str(r.kind or ""), str(r.citation or ""), sub_title,
+                       "local" if r.local else "", "baseline" if r.baseline else ""]).lower()
+    cls = ["partial"] if not r.zoo_complete else []
+    if r.rank_group is not None:
+        cls.append("group-even" if int(r.rank_group) % 2 == 0 else "group-odd")
+    cls += ["local"] if r.local else []
+    cls += ["baseline"] if r.baseline else []
+    cells = [rank_td(r.rank), rank_td(r.rank_group), entry_td(r, href), f"<td>{esc(r.kind or DASH)}</td>"]
+    cells += [score_td(r, key, key in WITH_INTERVAL) for key in keys]
+    cells.append(f'<td data-sort="{esc(_verdict_key(r))}">{badge(r)}</td>')
+    cells.append(f"<td>{esc(r.citation or DASH)}</td>")
+    return (f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-search="{esc(search)}">' + "".join(cells)
+            + "</tr>")
+
+
+def page_rule(sort: str) -> str:
+    """The rank-group rule as the page states it (R\u00b2 for R^2)."""
+    return group_rule(sort).replace("R^2", "R\u00b2")
+
+
+def zoo_caption(recs: list[Record], sort: str) -> str:
+    """What a zoo's table holds and how it is ranked, with the group rule."""
     n_ok = sum(r.ok for r in recs)
     n_local = sum(r.ok and r.local for r in recs)
     n_partial = sum(r.ok and not r.zoo_complete for r in recs)
-    caption = (f"{n_ok - n_partial} ranked entr{'y' if n_ok - n_partial == 1 else 'ies'}"
-               f"{f', {len(recs) - n_ok} failed (listed below the table)' if len(recs) > n_ok else ''}"
-               f"{f', {n_local} local (your own records, not verified)' if n_local else ''}"
-               f"{f', {n_partial} unranked: scored on a partial zoo' if n_partial else ''}. "
-               "Ranked by k-fold R\u00b2; "
-               "intervals are 95% bootstrap intervals over models. Click a header to sort, again to reverse; "
-               "missing values (\u2013) sort last.")
+    n_base = sum(r.ok and r.baseline for r in recs)
+    n_ranked = n_ok - n_partial - n_base
+    return (f"{n_ranked} ranked entr{'y' if n_ranked == 1 else 'ies'}"
+            f"{f', {n_base} baseline row(s), unnumbered' if n_base else ''}"
+            f"{f', {len(recs) - n_ok} failed (listed below the table)' if len(recs) > n_ok else ''}"
+            f"{f', {n_local} local (your own records, not verified)' if n_local else ''}"
+            f"{f', {n_partial} unranked: scored on a partial zoo' if n_partial else ''}. "
+            f"Ranked by {score_label(sort)}; {page_rule(sort)}. "
+            "Intervals are 95% bootstrap intervals over models, shown only where one exists. Click a header to sort, "
+            "again to reverse; missing values (\u2013) and refused ones sort last.")
+
+
+def hidden_note(hidden: Mapping[str, str]) -> str:
+    """Why the zoo's table lacks some score columns ('' when it shows them all)."""
+    if not hidden:
+        return ""
+    items = "".join(f'<li data-score="{esc(k)}"><strong>{esc(score_label(k))}</strong>: no entry has a value on this '
+                    f"zoo{'; ' + esc(why) if why else ''}</li>" for k, why in hidden.items())
+    return f'<div class="hidden-columns"><p>Columns not shown on this zoo:</p><ul>{items}</ul></div>'
+
+
+def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str,
+              sort: str = DEFAULT_SORT) -> str:
+    """The ranked, sortable, filterable table of one zoo, without the score columns no entry has a value for."""
+    hidden = empty_scores((r for r in recs if r.zoo_complete), SHOWN)
+    keys = [k for k in SHOWN if k not in hidden]
+    head = "".join([
+        th("Rank", kind="num", tip=f"rank on this zoo by {score_label(sort)} (baselines get none)", cls="num"),
+        th("Group", kind="num", tip=page_rule(sort), cls="num"),
+        th("Entry"), th("Kind"),
+        *(th(esc(score_spec(k).header), kind="num", first=_first(k), tip=score_spec(k).help, cls="num")
+          for k in keys),
+        th("Fragility", tip="verdict of the fragility audit; hover a badge for its checks"),
+        th("Citation"),
+    ])
+    rows = [zoo_row(r, keys, links[(zoo, i)]) for i, r in enumerate(recs) if r.ok]  # failed ones: failed_list
     return (
         f'<div class="filter-bar"><input type="search" class="row-filter" id="{tid}-filter" '
         f'data-table="{tid}" data-count="{tid}-count" placeholder="filter by name, kind or citation" '
         f'aria-label="filter the entries of {esc(zoo)}"><span class="muted" id="{tid}-count"></span></div>\n'
         f'<div class="table-wrap"><table class="sortable-table leaderboard" id="{tid}" data-zoo="{esc(zoo)}">'
-        f"<caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
-        + "\n".join(rows) + "\n</tbody></table></div>" + failed_list(zoo, recs, links)
+        f"<caption>{esc(zoo_caption(recs, sort))}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
+        + "\n".join(rows) + "\n</tbody></table></div>" + hidden_note(hidden) + failed_list(zoo, recs, links)
     )
 
 
@@ -242,9 +310,9 @@ def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[
         cells.append(f'<td class="num" data-sort="{_sort_attr(row.mean_rank)}">{number(row.mean_rank)}</td>')
         body.append(f'<tr data-name="{esc(row.entry)}">' + "".join(cells) + "</tr>")
     caption = ("Method: for each entry, the arithmetic mean of its per-zoo ranks (the ranks of the tables "
-               "above, primary score k-fold R\u00b2) over the zoos where it has a successful record; failed "
-               "and missing entries are left out of a zoo rather than penalised, so compare mean ranks together "
-               "with the number of zoos. Sorted by mean rank, then by name.")
+               "above) over the zoos where it has a successful record; failed and missing entries are left out "
+               "of a zoo rather than penalised, so compare mean ranks together with the number of zoos; baseline "
+               "rows have no rank and are left out. Sorted by mean rank, then by name.")
     return (f'<div class="table-wrap"><table class="sortable-table aggregate" id="aggregate">'
             f"<caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody></table></div>")
@@ -335,7 +403,12 @@ def entry_page(rec: Record, zoo: str, index_href: str) -> str:
     parts = [f'<header class="page"><p><a href="{esc(index_href)}">\u2190 leaderboard</a></p>'
              f'<h1 id="entry-name">{esc(name)}</h1>'
              f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.kind or DASH)} \u00b7 '
-             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}{local_badge(rec.local)}</p></header>']
+             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}{baseline_badge(rec)}{local_badge(rec.local)}</p>'
+             f"{aliases_html(rec)}</header>"]
+    if rec.baseline:
+        parts.append('<section class="baseline" id="baseline"><h2>Baseline</h2>'
+                     f"<p>{esc(rec.citation or rec.name)}.</p><p>{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}."
+                     "</p></section>")
     if not rec.zoo_complete:
         note = partial_note(rec)
         parts.append('<section class="partial" id="partial"><h2>Scored on a partial zoo</h2>'
@@ -362,8 +435,9 @@ def entry_page(rec: Record, zoo: str, index_href: str) -> str:
     parts.append('<section id="record"><h2>Record</h2>' + dl([
         ("measure", rec.measure), ("kind", rec.kind), ("citation", rec.citation),
         ("built-in", {True: "yes", False: "no"}.get(rec.builtin, rec.builtin)),  # type: ignore[arg-type]
-        ("status", rec.status), ("rank", rank_text(rec.rank, DASH)), ("rank group", rank_text(rec.rank_group, DASH)),
-        ("schema", rec.schema),
+        ("baseline", "yes" if rec.baseline else "no"), ("also (equivalent entries)", ", ".join(rec.aliases)),
+        ("status", rec.status), ("rank", "none (a baseline row)" if rec.baseline else rank_text(rec.rank, DASH)),
+        ("rank group", rank_text(rec.rank_group, DASH)), ("schema", rec.schema),
     ]) + "</section>")
     if rec.ok and rec.scores:
         parts.append(scores_section(rec))
@@ -397,22 +471,109 @@ def entry_page(rec: Record, zoo: str, index_href: str) -> str:
 
 
 def scores_section(rec: Record) -> str:
-    """The table of every score with its interval, and the fit's settings."""
-    rows = "".join(f"<tr><td>{esc(score_label(k))}</td>{num_td(rec.score(k))}"
-                   f'<td class="num">{esc(interval(*rec.interval(k), digits=DIGITS, compact=True) or DASH)}</td>'
-                   "</tr>" for k in rec.score_keys())
+    """The table of every score with its interval (or its refusal), the fit's settings, the refused scores with
+    their reasons, how CMI is signed, and the spread of the repeated k-fold scores over the shuffles."""
+    rows = []
+    for k in rec.score_keys():
+        reason = rec.refusal(k)
+        iv = interval(*rec.interval(k), digits=DIGITS, compact=True)
+        value = refused_td(reason) if reason else num_td(rec.score(k))
+        rows.append(f'<tr data-score="{esc(k)}"><td>{esc(score_label(k))}</td>{value}'
+                    f'<td class="num">{esc(iv or DASH)}</td></tr>')
     fit = rec.fit
-    meta = dl([("models scored", fit.n), ("models dropped", fit.dropped), ("target", fit.target),
-               ("transform", fit.transform), ("intercept", page_number(fit.intercept)),
+    meta = dl([("models scored", fit.n), ("models dropped", fit.dropped),
+               ("unconverged models scored", rec.unconverged), ("target", fit.target),
+               ("transform (declared)", fit.transform), ("transform used", transform_text(rec)),
+               ("cross-validation", kfold_text(rec)), ("bootstrap", bootstrap_text(rec)),
+               ("intercept", page_number(fit.intercept)),
                ("coefficients", ", ".join(page_number(c) for c in fit.coef or []) or None)])
     return ('<section id="scores"><h2>Scores</h2>' + meta +
             '<div class="table-wrap"><table class="sortable-table scores" id="scores-table"><thead><tr>'
             + th("Score") + th("Value", kind="num", cls="num") + '<th class="num" data-nosort>95% interval</th>'
-            + f"</tr></thead><tbody>{rows}</tbody></table></div></section>")
+            + f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+            + '<p class="muted">An interval is shown only where the resamples give a real one (none for a '
+            "degenerate bootstrap distribution or a refused score).</p>"
+            + cmi_note(rec) + refused_list(rec) + spread_table(rec) + "</section>")
+
+
+def transform_text(rec: Record) -> str | None:
+    """The phi used: on all models, and how many training folds chose each."""
+    used = rec.transform_used
+    folds = used.get("folds")
+    parts = [f"all models: {used['all']}"] if used.get("all") else []
+    if isinstance(folds, Mapping) and folds:
+        parts.append("training folds: " + ", ".join(f"{k} {v}" for k, v in folds.items()))
+    return "; ".join(parts) or None
+
+
+def kfold_text(rec: Record) -> str | None:
+    """The repeated k-fold cross-validation behind k-fold R\u00b2 and MSE."""
+    kf = rec.kfold
+    if not kf:
+        return None
+    seeds = kf.get("seeds") or []
+    shuffles = f", shuffle seeds {seeds[0]}..{seeds[-1]}" if seeds else ""
+    repeats = kf.get("repeats", len(seeds) or "?")
+    return f"{kf.get('k', '?')}-fold, {repeats} shuffles{shuffles}; pooled held-out R\u00b2"
+
+
+def bootstrap_text(rec: Record) -> str | None:
+    """The paired bootstrap's settings."""
+    bs = rec.bootstrap
+    if not bs:
+        return None
+    return (f"{bs.get('n_boot', '?')} resamples of models, seed {bs.get('seed', '?')}, the same for every entry on "
+            "this zoo (paired)")
+
+
+def cmi_note(rec: Record) -> str:
+    """How the record's CMI is signed ('' when it has none)."""
+    if rec.score("cmi") is None and not rec.refusal("cmi"):
+        return ""
+    unsigned = next((n for n in rec.notes if "unsigned" in str(n).lower() and "cmi" in str(n).lower()), None)
+    if unsigned:
+        text = f"{unsigned}: it says how strongly, not which way, the measure goes with the gap."
+    else:
+        claim = {"smaller_gap": "a higher value means a smaller gap"}.get(str(rec.higher_means),
+                                                                        "a higher value means a larger gap")
+        text = (f"CMI is signed by the measure's declared direction ({claim}): negative when the association runs "
+                "against what the measure claims (CMI itself is blind to the sign).")
+    return f'<p class="cmi-sign" id="cmi-sign">{esc(text)}</p>'
+
+
+def refused_list(rec: Record) -> str:
+    """The refused scores, each with why ('' when none)."""
+    if not rec.refused:
+        return ""
+    items = "".join(f'<li data-score="{esc(k)}"><strong>{esc(score_label(k))}</strong>: {esc(why or "refused")}</li>'
+                    for k, why in rec.refused.items())
+    return f'<div id="refused"><h3>Refused scores (not reported)</h3><ul>{items}</ul></div>'
+
+
+def spread_table(rec: Record) -> str:
+    """The repeated k-fold scores of each shuffle, and their range ('' when the record holds none)."""
+    spread = rec.spread
+    r2, mse = list(spread.get("kfold_r2") or []), list(spread.get("mse") or [])
+    n = max(len(r2), len(mse))
+    if not n:
+        return ""
+    seeds = list(rec.kfold.get("seeds") or range(n))
+    rows = "".join(f"<tr><td>{esc(seeds[i] if i < len(seeds) else i)}</td>"
+                   f"{num_td(r2[i] if i < len(r2) else None)}{num_td(mse[i] if i < len(mse) else None)}</tr>"
+                   for i in range(n))
+    finite_r2 = [v for v in map(finite, r2) if v is not None]
+    summary = (f"k-fold R\u00b2 from {page_number(min(finite_r2))} to {page_number(max(finite_r2))} over {n} "
+               f"shuffles (the score is their mean, {page_number(rec.score('kfold_r2'))})" if finite_r2 else "")
+    return ('<div id="spread"><h3>Spread over the shuffles of the k-fold split</h3>'
+            f'<p class="muted">{esc(summary)}</p><div class="table-wrap"><table class="sortable-table spread" '
+            'id="spread-table"><thead><tr>' + th("Shuffle seed", kind="num") + th("k-fold R\u00b2", kind="num",
+                                                                                 cls="num")
+            + th("MSE", kind="num", cls="num") + f"</tr></thead><tbody>{rows}</tbody></table></div></div>")
 
 
 def audit_section(rec: Record) -> str:
-    """The fragility audit: verdict, every check with statistic, value and threshold, and its notes."""
+    """The fragility audit: verdict, every check with statistic, value and threshold, the parts that could not run
+    (and why), and its notes."""
     if rec.audit is None:
         return '<section id="audit"><h2>Fragility audit</h2><p class="muted">Not audited.</p></section>'
     rows = []
@@ -424,9 +585,13 @@ def audit_section(rec: Record) -> str:
     head = (th("Part") + th("Label") + th("Statistic") + th("Value", kind="num", cls="num")
             + th("Fails when") + th("Result") + th("Detail"))
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.audit_notes)
+    missing = "".join(f'<li data-part="{esc(part)}"><strong>{esc(part)}</strong>: {esc(why or DASH)}</li>'
+                      for part, why in rec.audit_missing)
     return ('<section id="audit"><h2>Fragility audit</h2>'
-            f"<p>Verdict on {esc(rec.audit_zoo or DASH)}: <strong>{esc(rec.verdict or DASH)}</strong>"
-            f'</p><div class="table-wrap"><table class="sortable-table checks" id="checks"><thead><tr>{head}'
+            f"<p>Verdict on {esc(rec.audit_zoo or DASH)}: {badge(rec)}</p>"
+            + (f'<div id="audit-missing"><p>Parts that could not run (so the verdict cannot be robust):</p>'
+               f"<ul>{missing}</ul></div>" if missing else "")
+            + f'<div class="table-wrap"><table class="sortable-table checks" id="checks"><thead><tr>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             + (f"<ul>{notes}</ul>" if notes else "") + "</section>")
 
@@ -435,8 +600,9 @@ def audit_section(rec: Record) -> str:
 
 
 def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int], str],
-               ablation: Mapping[str, pd.DataFrame] | None, title: str) -> str:
-    """The front page: one ranked table per zoo, the aggregate and the ablation tables."""
+               ablation: Mapping[str, pd.DataFrame] | None, title: str, sort: str = DEFAULT_SORT) -> str:
+    """The front page: one ranked table per zoo (with what a baseline row is, once), the aggregate and the
+    ablation tables."""
     ids = {z: f"zoo-{slug(z)}" for z in zoos}
     nav = [f'<a href="#{ids[z]}">{esc(z)}</a>' for z in zoos]
     if len(zoos) > 1:
@@ -450,11 +616,14 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
              f'zoo{"s" if len(zoos) != 1 else ""}{local}. Hover a fragility badge to see its checks; follow an entry '
              'for its chart, provenance and the command that reproduces it.</p>'
              f'<nav class="zoos" aria-label="zoos">{"".join(nav)}</nav></header>']
+    if any(r.baseline for recs in zoos.values() for r in recs):
+        parts.append(f'<p class="baseline-note" id="baseline-note"><span class="badge badge-baseline">baseline</span> '
+                     f"{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}.</p>")
     if not zoos:
         parts.append('<p class="muted">No records.</p>')
     for z, recs in zoos.items():
         parts.append(f'<section class="zoo" id="{ids[z]}"><h2>{esc(z)}</h2>'
-                     + zoo_table(z, recs, links, f"table-{slug(z)}") + "</section>")
+                     + zoo_table(z, recs, links, f"table-{slug(z)}", sort) + "</section>")
     if len(zoos) > 1:
         by_name = {(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok}
         rows = mean_ranks([r for recs in zoos.values() for r in recs])
@@ -511,7 +680,7 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
                 links[(z, i)] = f"entries/{slug(z)}/{fname}.html"
                 text = entry_page(rec, z, f"../../index.html#zoo-{slug(z)}")
                 (zdir / f"{fname}.html").write_text(text, encoding="utf-8")
-        (tmp / "index.html").write_text(index_page(zoos, links, ablation, title), encoding="utf-8")
+        (tmp / "index.html").write_text(index_page(zoos, links, ablation, title, sort), encoding="utf-8")
         (tmp / MARKER).write_text("This directory is generated by genbench.leaderboard.site.write_site.\n")
         os.chmod(tmp, 0o755)
         _replace_dir(tmp, out)

@@ -12,7 +12,7 @@ from ..errors import GenbenchError
 from ..fileio import atomic_write
 from ..measures import get_measure, import_measure_file
 from ..zoo.storage import load_zoo
-from .records import run_entry
+from .records import baselines_source_hash, run_baselines, run_entry
 from .schema import Record, record_path
 
 RTOL, ATOL = 1e-5, 1e-8
@@ -70,6 +70,8 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     and check that the measure's source hash and the zoo's table hash are still those recorded."""
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
+    if rec.data.get("baseline") is True:
+        return _verify_baseline(rec, v, device=device)
     if rec.submission_path:
         import_submission(rec.submission_path)
     m = get_measure(rec.measure)
@@ -88,8 +90,33 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     for key in ("status", "failure", "scores", "values"):
         _compare(key, rec.get(key), new.get(key), v.differences, rtol, atol)
     _compare("audit.verdict", rec.verdict, new.verdict, v.differences, rtol, atol)
-    _compare("audit.checks", (rec.audit or {}).get("checks"), (new.audit or {}).get("checks"), v.differences, rtol,
-             atol)
+    for part in ("checks", "missing", "evidence"):
+        _compare(f"audit.{part}", (rec.audit or {}).get(part), (new.audit or {}).get(part), v.differences, rtol,
+                 atol)
+    return v
+
+
+def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Verification:
+    """Re-make a baseline row without the value cache and compare it as verify_record compares a measure's."""
+    from ..scoring.baselines import BASELINE_NAMES
+    if rec.name not in BASELINE_NAMES:
+        v.problems.append(f"{rec.name!r} is not a baseline (the baselines are {list(BASELINE_NAMES)})")
+        return v
+    if rec.source_hash and rec.source_hash != baselines_source_hash():
+        v.problems.append("the source of the baselines changed since the record was made: make it again with "
+                          "`genbench leaderboard baselines`")
+    zoo = load_zoo(rec.zoo_name, **({"revision": rec.zoo_revision} if rec.zoo_revision else {}))
+    if rec.table_sha256 and rec.table_sha256 != zoo.table_sha256:
+        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
+                          f"now {str(zoo.table_sha256)[:12]}... (rebuild or download the recorded zoo version)")
+    if v.problems:
+        return v
+    settings = rec.rerun_settings()
+    new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
+                               seed=settings["seed"], command=settings["command"],
+                               allow_partial=settings["allow_partial"])[0])
+    for key in ("status", "failure", "scores", "values"):
+        _compare(key, rec.get(key), new.get(key), v.differences, v.rtol, v.atol)
     return v
 
 

@@ -237,44 +237,44 @@ def _layer(ctx: MeasureContext, k: int) -> np.ndarray:
 _NEEDS = ("train_data",)
 
 
-@register_measure("margin.qrt_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_log(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature (lower fence, Q1, Q2, Q3, upper fence) of normalised margins at 4 probe layers (20)."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_linear", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_linear", kind="signature", transform="linear", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_linear(ctx: MeasureContext) -> np.ndarray:
     """The margin.qrt_log signature, regressed without the log transform."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_log_unnorm", kind="signature", needs=_NEEDS, citation=DEMOGEN)
+@register_measure("margin.qrt_log_unnorm", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN)
 def qrt_log_unnorm(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature of margins NOT divided by sqrt(total variation), 4 probe layers (20)."""
     return _qrt(ctx, normalize=False).ravel()
 
 
-@register_measure("margin.moment_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.moment_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def moment_log(ctx: MeasureContext) -> np.ndarray:
     """(E d^n)^(1/n), n = 1..5, of the positive normalised margins at 4 probe layers (20)."""
     return np.concatenate([moment_signature(row) for row in margins(ctx).normalized()])
 
 
-@register_measure("margin.sf_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.sf_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def sf_log(ctx: MeasureContext) -> np.ndarray:
     """Single statistic at every layer: the median Q2 of normalised margins at 4 probe layers (4).
     The paper keeps its best statistic; genbench fixes the median in advance, choosing nothing on the gap."""
     return _qrt(ctx)[:, 2]
 
 
-@register_measure("margin.sl_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.sl_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def sl_log(ctx: MeasureContext) -> np.ndarray:
     """Single layer: the quartile signature at the deepest probe layer h3 (5), the paper's best layer for its CNN."""
     return _layer(ctx, -1)
 
 
-@register_measure("margin.best4_log", kind="signature", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.best4_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def best4_log(ctx: MeasureContext) -> np.ndarray:
     """Four statistics, two from each of two hidden layers (Fig. 2 middle): Q1 and Q3 at h2 and h3, fixed in advance."""
     q = _qrt(ctx)
@@ -308,7 +308,7 @@ def spectral_complexity(model: nn.Module) -> float:
     return spec * ratio ** 1.5
 
 
-@register_measure("margin.spectral_log", kind="signature", needs=_NEEDS, citation=BARTLETT)
+@register_measure("margin.spectral_log", kind="signature", transform="log", needs=_NEEDS, citation=BARTLETT)
 def spectral_log(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature of output margins (f_i - f_j) / (R_A ||X||_F / n), R_A the spectral complexity (5)."""
     m = margins(ctx)
@@ -334,7 +334,7 @@ def _jacobian_margins(model: nn.Module, batches, check_time) -> np.ndarray:
     return torch.cat(out).numpy()
 
 
-@register_measure("margin.jacobian_log", kind="signature", needs=_NEEDS, citation=SOKOLIC)
+@register_measure("margin.jacobian_log", kind="signature", transform="log", needs=_NEEDS, citation=SOKOLIC)
 def jacobian_log(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature of input margins (f_i - f_j) / (sqrt(2) ||J(x)||_2), J = d logits / d x (5)."""
     d = ctx.memo("jacobian_margins", lambda: _jacobian_margins(ctx.model, ctx.train_batches(batch_size(ctx.train.x)),
@@ -342,7 +342,7 @@ def jacobian_log(ctx: MeasureContext) -> np.ndarray:
     return quartile_signature(d)
 
 
-@register_measure("margin.lm_linear", kind="signature", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
+@register_measure("margin.lm_linear", kind="signature", transform="linear", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
 def lm_linear(ctx: MeasureContext) -> np.ndarray:
     """Large-margin hinge loss mean_x max(0, 1 - d_hat_l(x)) of signed normalised margins, per probe layer (4)."""
     return np.nanmean(np.maximum(0.0, 1.0 - margins(ctx).normalized()), axis=1)

@@ -16,7 +16,7 @@ KINDS = ("scalar", "signature")
 NEEDS = ("train_data", "init_weights", "augment")
 HIGHER_MEANS = ("larger_gap", "smaller_gap", None)
 INVARIANCES = ("relu_rescale",)
-TRANSFORMS = ("log", "linear", None)
+TRANSFORMS = ("log", "linear", "select")  # phi before regressing; "select": chosen inside each training fold
 ENTRY_POINT_GROUP = "genbench.measures"
 
 
@@ -32,20 +32,12 @@ class Measure:
     version: int
     higher_means: str | None
     invariances: tuple[str, ...] = ()
-    transform: str | None = None
+    transform: str = "select"
     doc: str = ""
     source_hash: str = field(default="", compare=False)
 
     def __call__(self, ctx: Any) -> Any:
         return self.fn(ctx)
-
-
-def _transform_from_name(name: str) -> str | None:
-    """The transform phi named by a "_log" / "_linear" suffix (also before "_unnorm"), else None."""
-    for suffix in ("log", "linear"):
-        if name.endswith("_" + suffix) or f"_{suffix}_" in name:
-            return suffix
-    return None
 
 
 _MEASURES: dict[str, Measure] = {}
@@ -72,14 +64,13 @@ def _check_name(name: str) -> None:
 
 def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = (), citation: str = "",
                      version: int = 1, higher_means: str | None = None, invariances: Iterable[str] = (),
-                     transform: str | None = "auto", replace: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+                     transform: str = "select", replace: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator that registers `fn(ctx) -> float | array` as the measure `name` (family.variant).
 
-    `transform` is the phi the scorer applies before regressing ("log", "linear" or None); by default
-    it is read from the name's "_log" / "_linear" suffix. `invariances` lists what the conformance
+    `transform` is the phi the scorer applies before regressing: "log", "linear", or "select" (the default: the
+    scorer picks linear or log, log only when every value is positive, inside each training fold by the better
+    fit, and reports which it used). It is never read from the name. `invariances` lists what the conformance
     suite checks (e.g. "relu_rescale": unchanged when a ReLU layer pair is rescaled by a and 1/a)."""
-    if transform == "auto":
-        transform = _transform_from_name(name)
     _check_name(name)
     needs, invariances = tuple(needs), tuple(invariances)
     if kind not in KINDS:
@@ -91,7 +82,8 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
         if inv not in INVARIANCES:
             raise did_you_mean(inv, INVARIANCES, what=f"invariance of measure {name!r}:")
     if transform not in TRANSFORMS:
-        raise GenbenchError(f"measure {name!r}: transform must be 'log', 'linear' or None, got {transform!r}")
+        raise GenbenchError(f"measure {name!r}: transform must be 'log', 'linear' or 'select' (chosen by the scorer "
+                            f"inside each training fold), got {transform!r}")
     if higher_means not in HIGHER_MEANS:
         raise GenbenchError(f"measure {name!r}: higher_means must be 'larger_gap', 'smaller_gap' or None, "
                             f"got {higher_means!r}")

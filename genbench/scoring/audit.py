@@ -1,6 +1,7 @@
 """gb.audit(measure, zoo): the fragility audit of DESIGN section 7. Does a measure keep its value, trend
 and scaling when training changes slightly (a twin) while the test error barely moves, does it see data
-complexity, and is it blind to a function-preserving rescaling? Every verdict carries its threshold."""
+complexity, and is it blind to a function-preserving rescaling? Every verdict carries its thresholds and the
+evidence each part rests on; it is 'robust' only when every part ran on enough evidence and passed."""
 from __future__ import annotations
 
 import zlib
@@ -40,6 +41,11 @@ class Thresholds:
     df_tau: float = 0.0          # data-blind: oriented Kendall tau across noise levels at or below this
     control_rv: float = 0.05     # fragile-value: change under the rescaling control above this
     level: float = 0.95          # bootstrap interval level
+    # the least evidence a part needs before its pass counts; below it the part is missing, not passed
+    min_cells: int = 6           # value: admitted twin cells (a rate of spurious changes in steps of <= 1/6)
+    min_curves: int = 3          # trend, scaling: admitted twin learning curves, each beside its baseline
+    min_groups: int = 3          # data: baseline groups whose noise levels give distinguishable test errors
+    min_models: int = 2          # control: models on which the rescaling control was computed
 
 
 @dataclass
@@ -55,15 +61,82 @@ class Check:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What one part of the audit rests on: n units (curves, cells, groups, models) against its minimum."""
+
+    part: str
+    n: int
+    unit: str
+    minimum: int
+    cause: str = ""  # why n is what it is (e.g. "the zoo has no twins"), shown when the part is missing
+
+    @property
+    def enough(self) -> bool:
+        """Whether the part rests on at least its minimum."""
+        return self.n >= self.minimum
+
+    @property
+    def shortfall(self) -> str:
+        """The count against its minimum, e.g. '0 admitted twin curves < 3'."""
+        return f"{self.n} {self.unit} < {self.minimum}"
+
+    @property
+    def reason(self) -> str:
+        """The shortfall and its cause, e.g. '0 admitted twin curves < 3 (the zoo has no twins)'."""
+        return self.shortfall + (f" ({self.cause})" if self.cause else "")
+
+
+def missing_parts(checks: list[Check], evidence: list[Evidence], *, short: bool = False) -> dict[str, str]:
+    """Parts that did not fail but could not run or rest on too little evidence, each with its reason (only
+    the shortfall when `short`, as in the verdict)."""
+    by_part = {e.part: e for e in evidence}
+    missing: dict[str, str] = {}
+    for part in dict.fromkeys(c.part for c in checks):
+        own = [c for c in checks if c.part == part]
+        if any(c.failed for c in own):
+            continue  # a failure is evidence
+        ev, undecided = by_part.get(part), [c for c in own if c.failed is None]
+        if ev is None:
+            missing[part] = "its evidence was not recorded"
+        elif not ev.enough:
+            missing[part] = ev.shortfall if short else ev.reason
+        elif undecided:
+            missing[part] = f"{undecided[0].statistic} could not be computed on {ev.n} {ev.unit}"
+    return missing
+
+
+def _grouped(missing: dict[str, str]) -> str:
+    """'no trend, scaling: REASON; no data: REASON': parts with the same reason named together."""
+    by_reason: dict[str, list[str]] = {}
+    for part, why in missing.items():
+        by_reason.setdefault(why, []).append(part)
+    return "; ".join(f"no {', '.join(parts)}: {why}" for why, parts in by_reason.items())
+
+
+def verdict_of(checks: list[Check], missing: dict[str, str]) -> str:
+    """'robust' only when every part ran on enough evidence and passed; else the failed labels and/or
+    'inconclusive' naming the missing parts, e.g. 'fragile-value; inconclusive: trend, scaling'."""
+    failed = [lab for lab in LABELS if any(c.failed and c.label == lab for c in checks)]
+    if failed and missing:
+        return f"{', '.join(failed)}; inconclusive: {', '.join(missing)}"
+    if failed:
+        return ", ".join(failed)
+    if missing:
+        return f"inconclusive ({_grouped(missing)})"
+    return "robust" if checks else "inconclusive (no part of the audit ran)"
+
+
 @dataclass
 class FragilityReport:
-    """The audit of one measure on one zoo: the tables of each part, the checks and the verdict."""
+    """The audit of one measure on one zoo: the tables of each part, the checks, their evidence, the verdict."""
 
     measure: str
     zoo: str
     form: str
     admitted: dict[str, float]
     checks: list[Check]
+    evidence: list[Evidence]
     cells: pd.DataFrame
     curves: pd.DataFrame
     data: pd.DataFrame
@@ -72,20 +145,24 @@ class FragilityReport:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def missing(self) -> dict[str, str]:
+        """Part -> why it is missing (could not run, or too little evidence), for parts that did not fail."""
+        return missing_parts(self.checks, self.evidence)
+
+    @property
     def verdict(self) -> str:
-        """'robust', the failed labels joined by ', ', or 'not auditable' when no check could be computed."""
-        failed = [lab for lab in LABELS if any(c.failed and c.label == lab for c in self.checks)]
-        if failed:
-            return ", ".join(failed)
-        return "robust" if any(c.failed is not None for c in self.checks) else "not auditable"
+        """'robust', the failed labels, 'inconclusive (...)', or both (see verdict_of)."""
+        return verdict_of(self.checks, missing_parts(self.checks, self.evidence, short=True))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (NaN as None), as stored in result records."""
+        """JSON-able form (NaN as None), as stored in result records; `missing` as [{part, reason}, ...]."""
+        evidence = {e.part: {"n": e.n, "unit": e.unit, "minimum": e.minimum} for e in self.evidence}
+        missing = [{"part": part, "reason": why} for part, why in self.missing.items()]
         return json_safe({"measure": self.measure, "zoo": self.zoo, "form": self.form, "verdict": self.verdict,
-                      "admitted": self.admitted, "checks": [asdict(c) for c in self.checks],
-                      "thresholds": asdict(self.thresholds), "notes": list(self.notes),
-                      "control": self.control.to_dict(orient="records"),
-                      "curves": self.curves.to_dict(orient="records")})
+                          "missing": missing, "evidence": evidence, "admitted": self.admitted,
+                          "checks": [asdict(c) for c in self.checks], "thresholds": asdict(self.thresholds),
+                          "notes": list(self.notes), "control": self.control.to_dict(orient="records"),
+                          "curves": self.curves.to_dict(orient="records")})
 
 
 # ---------------------------------------------------------------- the statistics, on a plain table
@@ -266,79 +343,123 @@ def data_sensitivity(cells: pd.DataFrame, keys: list[str], form: str, sign: floa
 # ---------------------------------------------------------------- assembling the verdicts
 
 
-def _value_check(cells: pd.DataFrame, th: Thresholds) -> Check:
+def _span(counts: pd.Series) -> str:
+    """'4' when every count is 4, else 'min-max'."""
+    lo, hi = int(counts.min()), int(counts.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _value_check(cells: pd.DataFrame, th: Thresholds) -> tuple[list[Check], Evidence]:
+    """Part 2: the spurious-change rate over admitted twin cells, and the cells it rests on."""
     stat = "spurious-change rate (admitted twin cells where mu moved > z seed SEs)"
+    unit = "admitted twin cells"
     if cells.empty:
-        return Check("value", "fragile-value", stat, np.nan, f"> {th.scr}", None, "the zoo has no twins")
+        return ([Check("value", "fragile-value", stat, np.nan, f"> {th.scr}", None,
+                       "0 admitted twin cells: the zoo has no twins")],
+                Evidence("value", 0, unit, th.min_cells, "the zoo has no twins"))
     ok = cells[cells["admitted"]]
+    ev = Evidence("value", len(ok), unit, th.min_cells,
+                  f"{len(cells) - len(ok)} of {len(cells)} twin cells not admissible")
     if ok.empty:
-        return Check("value", "fragile-value", stat, np.nan, f"> {th.scr}", None,
-                     "no twin is admissible (each moved the test error by more than its tolerance)")
+        return [Check("value", "fragile-value", stat, np.nan, f"> {th.scr}", None,
+                      f"0 of {len(cells)} twin cells admitted: no twin is admissible (each moved the test error "
+                      "by more than its tolerance)")], ev
     scr = float((ok["z"] > th.z).mean())
-    return Check("value", "fragile-value", stat, scr, f"> {th.scr} (z = {th.z})", scr > th.scr,
-                 f"{len(ok)} admitted cells; median relative value change {ok['vf'].median():.3g} "
-                 "(value change / test-error change)")
+    arms = ", ".join(map(str, ok["perturbation"].unique()))
+    return [Check("value", "fragile-value", stat, scr, f"> {th.scr} (z = {th.z})", scr > th.scr,
+                  f"{len(ok)} of {len(cells)} twin cells admitted ({arms}); "
+                  f"median relative value change {ok['vf'].median():.3g} (value change / test-error change)")], ev
 
 
-def _curve_checks(curves: pd.DataFrame, th: Thresholds) -> list[Check]:
+def _curve_checks(curves: pd.DataFrame, th: Thresholds) -> tuple[list[Check], list[Evidence]]:
+    """Parts 3-4: trend flips and scaling changes over admitted twin curves, and the curves they rest on."""
     trend_stat, scale_stat = "bootstrap probability of a slope-sign flip", "exponent change / error-exponent change"
-    na = "the zoo has no learning curves (needs a 'train_size' axis with >= 3 values) and twins"
+    unit = "admitted twin curves"
     twins = curves[curves["arm"] != BASE] if not curves.empty and "p_flip" in curves else pd.DataFrame()
     if twins.empty:
-        return [Check("trend", "fragile-trend", trend_stat, np.nan, f"> {th.p_flip}", None, na),
-                Check("scaling", "fragile-scale", scale_stat, np.nan, f"> {th.sf}", None, na)]
-    twins = twins[twins["admitted"].astype(bool)]
+        cause = "no twin learning curves: needs twins and a 'train_size' axis with >= 3 sizes"
+        return ([Check("trend", "fragile-trend", trend_stat, np.nan, f"> {th.p_flip}", None, f"0 {unit}: {cause}"),
+                 Check("scaling", "fragile-scale", scale_stat, np.nan, f"> {th.sf}", None, f"0 {unit}: {cause}")],
+                [Evidence("trend", 0, unit, th.min_curves, cause), Evidence("scaling", 0, unit, th.min_curves, cause)])
+    total = len(twins)
+    admitted = twins["admitted"].astype(bool) if "admitted" in twins else pd.Series(False, index=twins.index)
+    twins = twins[admitted & twins["p_flip"].notna()]
+    scaled = twins[np.isfinite(twins["sf"].astype(float))] if not twins.empty else twins
+    evidence = [Evidence("trend", len(twins), unit, th.min_curves, f"{total - len(twins)} of {total} twin curves "
+                         "not admissible"),
+                Evidence("scaling", len(scaled), unit, th.min_curves, f"{total - len(scaled)} of {total} twin curves "
+                         "not admissible or without a finite exponent ratio")]
     if twins.empty:
-        reason = "no twin learning curve is admissible (at some train size its test error moved too much)"
+        reason = (f"0 of {total} twin curves admitted: no twin learning curve is admissible (at some train size "
+                  "its test error moved too much)")
         return [Check("trend", "fragile-trend", trend_stat, np.nan, f"> {th.p_flip}", None, reason),
-                Check("scaling", "fragile-scale", scale_stat, np.nan, f"> {th.sf}", None, reason)]
-    flips = twins[twins["trend_flip"]]
+                Check("scaling", "fragile-scale", scale_stat, np.nan, f"> {th.sf}", None, reason)], evidence
+    flips = twins[twins["trend_flip"].astype(bool)]
     worst = twins.loc[twins["p_flip"].idxmax()]
+    sizes = f"{_span(twins['sizes'])} train sizes each"
     trend = Check("trend", "fragile-trend", trend_stat, float(worst["p_flip"]),
                   f"> {th.p_flip}, sign differs, both 95% intervals exclude 0", bool(len(flips)),
-                  f"{len(flips)} of {len(twins)} admitted twin curves flip; worst: {worst['arm']}")
-    big = twins.loc[twins["sf"].idxmax()] if twins["sf"].notna().any() else worst
+                  f"{len(flips)} of {len(twins)} admitted twin curves flip ({total} twin curves, {sizes}); "
+                  f"worst: {worst['arm']}")
+    big = scaled.loc[scaled["sf"].astype(float).idxmax()] if not scaled.empty else worst
     scale = Check("scaling", "fragile-scale", scale_stat, float(big["sf"]),
                   f"> {th.sf} with the exponent change's 95% interval excluding 0",
-                  bool(twins["scale_fragile"].any()),
-                  f"{int(twins['scale_fragile'].sum())} of {len(twins)} admitted twin curves; worst: {big['arm']}")
-    return [trend, scale]
+                  bool(scaled["scale_fragile"].astype(bool).any()) if not scaled.empty else None,
+                  f"{int(scaled['scale_fragile'].astype(bool).sum())} of {len(scaled)} admitted twin curves with a "
+                  f"finite ratio ({total} twin curves, {sizes}); worst: {big['arm']}")
+    return [trend, scale], evidence
 
 
-def _data_checks(data: pd.DataFrame, th: Thresholds) -> list[Check]:
+def _data_checks(data: pd.DataFrame, th: Thresholds) -> tuple[list[Check], Evidence]:
+    """Part 5: Kendall tau and elasticity across noise levels on the baseline, and the groups they rest on."""
     base = data[data["arm"] == BASE] if not data.empty else data
+    unit = "baseline noise groups with distinguishable errors"
     if base.empty:
-        na = "the zoo has no 'label_noise' axis with >= 2 levels"
-        return [Check("data", "data-blind", "oriented Kendall tau across noise levels", np.nan,
-                      f"<= {th.df_tau}", None, na),
-                Check("data", "data-blind", "elasticity of mu against test error", np.nan,
-                      f"|E| < {th.elasticity}", None, na)]
+        cause = "the zoo has no 'label_noise' axis with >= 2 levels"
+        return ([Check("data", "data-blind", "oriented Kendall tau across noise levels", np.nan,
+                       f"<= {th.df_tau}", None, f"0 groups: {cause}"),
+                 Check("data", "data-blind", "elasticity of mu against test error", np.nan,
+                       f"|E| < {th.elasticity}", None, f"0 groups: {cause}")],
+                Evidence("data", 0, unit, th.min_groups, cause))
     w = base["weight"].to_numpy()
+    used = int((w > 0).sum())
+    ev = Evidence("data", used, unit, th.min_groups,
+                  f"{len(base) - used} of {len(base)} groups have test errors across noise levels within the "
+                  "test set's resolution (Hoeffding weight 0)")
     df_tau = float(np.average(base["tau"], weights=w)) if w.sum() > 0 else np.nan
     e = float(np.nanmedian(base["elasticity"])) if base["elasticity"].notna().any() else np.nan
     how = "Hoeffding-weighted mean over" if (base["levels"] == 2).all() else "mean over"
+    levels = f"{_span(base['levels'])} noise levels each"
     return [Check("data", "data-blind", "oriented Kendall tau across noise levels", df_tau, f"<= {th.df_tau}",
-                  None if np.isnan(df_tau) else df_tau <= th.df_tau, f"{how} {len(base)} baseline groups"),
+                  None if np.isnan(df_tau) else df_tau <= th.df_tau,
+                  f"{how} {len(base)} baseline groups ({used} with weight > 0, {levels})"),
             Check("data", "data-blind", "elasticity of mu against test error", e, f"|E| < {th.elasticity}",
                   None if np.isnan(e) else abs(e) < th.elasticity,
-                  f"median over {int(base['elasticity'].notna().sum())} baseline groups")]
+                  f"median over {int(base['elasticity'].notna().sum())} baseline groups ({levels})")], ev
 
 
-def _control_check(control: pd.DataFrame, th: Thresholds, reason: str | None) -> Check:
+def _control_check(control: pd.DataFrame, th: Thresholds, reason: str | None) -> tuple[list[Check], Evidence]:
+    """Part 6: the largest change under the function-preserving rescaling, and the models it rests on."""
     stat = "largest change under the ReLU rescaling control"
-    if control.empty or control["rv"].isna().all():
-        return Check("control", "fragile-value", stat, np.nan, f"> {th.control_rv}", None,
-                     reason or "the control could not be computed")
-    worst = control.loc[control["rv"].idxmax()]
-    return Check("control", "fragile-value", stat, float(worst["rv"]),
-                 f"> {th.control_rv} (alpha in {list(ALPHAS)})", bool(worst["rv"] > th.control_rv),
-                 f"{control['model_id'].nunique()} models; worst at alpha={worst['alpha']:g}")
+    unit = "control models"
+    done = control[control["rv"].notna()] if not control.empty else control
+    if done.empty:
+        cause = reason or "the control could not be computed"
+        return ([Check("control", "fragile-value", stat, np.nan, f"> {th.control_rv}", None, f"0 models: {cause}")],
+                Evidence("control", 0, unit, th.min_models, cause))
+    n = int(done["model_id"].nunique())
+    worst = done.loc[done["rv"].idxmax()]
+    return ([Check("control", "fragile-value", stat, float(worst["rv"]),
+                   f"> {th.control_rv} (alpha in {list(ALPHAS)})", bool(worst["rv"] > th.control_rv),
+                   f"{n} models x {done['alpha'].nunique()} alphas; worst at alpha={worst['alpha']:g}")],
+            Evidence("control", n, unit, th.min_models))
 
 
 def audit_table(t: pd.DataFrame, *, axes: list[str], n_test: int, sign: float = 1.0, n_boot: int = N_BOOT,
                 seed: int = SEED, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Parts 1-5 on a table with columns arm ('base' or a twin's perturbation), the grid `axes` (those of the
-    twin's baseline), mu (the measure) and err (test error). Returns the tables, checks and notes."""
+    twin's baseline), mu (the measure) and err (test error). Returns the tables, checks, the evidence of each
+    part, and the missing parts and verdict of these parts (the rescaling control is not among them)."""
     th = thresholds or Thresholds()
     form = _form(t["mu"].to_numpy(float))
     keys = [a for a in axes if a != REPLICATE]
@@ -359,17 +480,29 @@ def audit_table(t: pd.DataFrame, *, axes: list[str], n_test: int, sign: float = 
         context = [k for k in keys if k != CURVE_AXIS]
         curves = learning_curves(t, context, form, sign, th, n_boot, seed)
     data = data_sensitivity(cells, keys, form, sign, n_test) if DATA_AXIS in keys else pd.DataFrame()
-    checks = [_value_check(twins, th)]
+    checks, value_ev = _value_check(twins, th)
     if not curves.empty and admitted_curve is not None:
         ctx = [k for k in keys if k != CURVE_AXIS]
         curves["admitted"] = [row["arm"] == BASE or bool(admitted_curve.get(
             tuple(row[k] for k in ["arm", *ctx]) if ctx else row["arm"], False)) for _, row in curves.iterrows()]
-    checks += _curve_checks(curves, th)
-    checks += _data_checks(data, th)
+    curve_checks, curve_ev = _curve_checks(curves, th)
+    data_checks, data_ev = _data_checks(data, th)
+    checks, evidence = checks + curve_checks + data_checks, [value_ev, *curve_ev, data_ev]
     if twins.empty:
         notes.append("the zoo has no twins (models with `twin_of`): value, trend and scaling fragility need them")
-    return {"form": form, "cells": twins, "curves": curves, "data": data, "checks": checks, "admitted": admitted,
-            "notes": notes}
+    verdict = verdict_of(checks, missing_parts(checks, evidence, short=True))
+    return {"form": form, "cells": twins, "curves": curves, "data": data, "checks": checks, "evidence": evidence,
+            "missing": missing_parts(checks, evidence), "verdict": verdict, "admitted": admitted, "notes": notes}
+
+
+def assemble_report(measure: str, zoo: str, parts: dict[str, Any], control: pd.DataFrame, th: Thresholds,
+                    control_reason: str | None = None, notes: list[str] | None = None) -> FragilityReport:
+    """The report from audit_table's parts and the rescaling control (part 6), with every part's evidence."""
+    control_checks, control_ev = _control_check(control, th, control_reason)
+    return FragilityReport(measure=measure, zoo=zoo, form=parts["form"], admitted=parts["admitted"],
+                           checks=parts["checks"] + control_checks, evidence=parts["evidence"] + [control_ev],
+                           cells=parts["cells"], curves=parts["curves"], data=parts["data"], control=control,
+                           thresholds=th, notes=(notes or []) + parts["notes"])
 
 
 # ---------------------------------------------------------------- on a zoo
@@ -441,7 +574,8 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
           cache: bool = True, progress: bool = True) -> FragilityReport:
     """The fragility audit (DESIGN section 7) of one measure on a zoo, computing its values first if needed.
 
-    On a zoo without twins or learning curves, the parts that need them are reported as not computable."""
+    On a zoo without twins or learning curves, the parts that need them are reported as missing, and the
+    verdict is then 'inconclusive' (or a failure label followed by the missing parts), never 'robust'."""
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     m = measure if isinstance(measure, Measure) else get_measure(measure)
@@ -479,7 +613,4 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
                                     device=device, seed=seed, form=parts["form"])
     except (GenbenchError, ValueError) as e:
         reason = str(e)
-    checks = parts["checks"] + [_control_check(control, th, reason)]
-    return FragilityReport(measure=m.name, zoo=zoo.name, form=parts["form"], admitted=parts["admitted"],
-                           checks=checks, cells=parts["cells"], curves=parts["curves"], data=parts["data"],
-                           control=control, thresholds=th, notes=notes + parts["notes"])
+    return assemble_report(m.name, zoo.name, parts, control, th, control_reason=reason, notes=notes)

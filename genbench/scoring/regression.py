@@ -1,31 +1,28 @@
-"""Regression scores (DEMOGEN): least squares of the target on phi(signature); adjusted R^2, k-fold R^2
-and held-out MSE with scikit-learn, and their bootstrap distributions by batched weighted least squares."""
+"""Regression scores (DEMOGEN): least squares of the target on phi(signature). Adjusted R^2 on all models; k-fold
+R^2 and held-out MSE pooled over the out-of-fold predictions of R shuffles of k-fold cross-validation (what
+scikit-learn's cross_val_predict + r2_score compute, averaged over the shuffles); phi chosen inside each training
+fold when the measure asks the scorer to select it; the bootstrap of adjusted R^2 by batched weighted least squares."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.linear_model import LinearRegression
-from sklearn.metrics import mean_squared_error, r2_score
+from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold
 
-from ..defaults import SEED
+from .resample import pooled_scores
 
 K_FOLDS = 10
+REPEATS = 10          # shuffles of the k-fold split, seeds 0..REPEATS-1
+MODELS_PER_FEATURE = 10  # a least-squares score needs n >= MODELS_PER_FEATURE (p + 1) models
 
 
-@dataclass(frozen=True)
-class RegressionResult:
-    """Point estimates of one fit, and the held-out predictions of the k-fold split."""
-
-    r2: float
-    adj_r2: float
-    kfold_r2: float
-    mse: float
-    coef: np.ndarray
-    intercept: float
-    heldout: np.ndarray      # k-fold held-out prediction of every model
-    folds: np.ndarray        # fold index of every model
+def enough_models(n: int, p: int) -> bool:
+    """The rule for a regression score on p features: n >= 10 (p + 1) models."""
+    return n >= MODELS_PER_FEATURE * (p + 1)
 
 
 def adjusted_r2(r2: float | np.ndarray, n: int, p: int) -> float | np.ndarray:
@@ -33,30 +30,74 @@ def adjusted_r2(r2: float | np.ndarray, n: int, p: int) -> float | np.ndarray:
     return 1.0 - (1.0 - r2) * (n - 1) / (n - p - 1)
 
 
-def fold_ids(n: int, k: int = K_FOLDS, seed: int = SEED) -> np.ndarray:
-    """Fold of each of n models: scikit-learn's KFold, shuffled with a fixed seed."""
+def fold_ids(n: int, k: int = K_FOLDS, seed: int = 0) -> np.ndarray:
+    """Fold of each of n models: scikit-learn's KFold, shuffled with the given seed."""
     ids = np.empty(n, dtype=int)
     for f, (_, test) in enumerate(KFold(k, shuffle=True, random_state=seed).split(np.zeros(n))):
         ids[test] = f
     return ids
 
 
-def fit(x: np.ndarray, y: np.ndarray, *, k: int = K_FOLDS, seed: int = SEED) -> RegressionResult:
-    """Fit y ~ a^T x + b on all models (adjusted R^2) and by k-fold cross-validation (mean held-out R^2, MSE)."""
-    n, p = x.shape
-    model = LinearRegression().fit(x, y)
-    r2 = float(r2_score(y, model.predict(x)))
-    folds = fold_ids(n, k, seed)
-    heldout = np.empty(n)
-    fold_r2 = []
-    for f in range(k):
-        test = folds == f
-        pred = LinearRegression().fit(x[~test], y[~test]).predict(x[test])
-        heldout[test] = pred
-        fold_r2.append(r2_score(y[test], pred) if test.sum() > 1 else np.nan)
-    return RegressionResult(r2=r2, adj_r2=float(adjusted_r2(r2, n, p)), kfold_r2=float(np.nanmean(fold_r2)),
-                            mse=float(mean_squared_error(y, heldout)), coef=model.coef_.copy(),
-                            intercept=float(model.intercept_), heldout=heldout, folds=folds)
+class PhiRegression(RegressorMixin, BaseEstimator):
+    """Least squares of y on phi(x), phi in {linear, log}; "select" picks the one with the better fit on the
+    training models (the caller offers it only when every value is positive); `phi_` is the one used."""
+
+    def __init__(self, transform: str = "linear"):
+        self.transform = transform
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> "PhiRegression":
+        options = ["linear", "log"] if self.transform == "select" else [self.transform]
+        fits = []
+        for phi in options:
+            z = np.log(x) if phi == "log" else x
+            reg = LinearRegression().fit(z, y)
+            fits.append((r2_score(y, reg.predict(z)), phi, reg))
+        _, self.phi_, self.reg_ = max(fits, key=lambda f: f[0])
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.reg_.predict(np.log(x) if self.phi_ == "log" else x)
+
+
+@dataclass
+class CrossValidation:
+    """Out-of-fold predictions of R shuffles of k-fold cross-validation and their pooled scores."""
+
+    heldout: np.ndarray                 # [R, n] held-out prediction of every model in each shuffle
+    r2: np.ndarray                      # [R] pooled R^2 of each shuffle
+    mse: np.ndarray                     # [R] pooled held-out MSE of each shuffle
+    fold_mean_r2: float                 # the paper's per-fold mean of R^2, averaged over the shuffles
+    chosen: dict[str, int] = field(default_factory=dict)  # how many folds used each phi (PhiRegression only)
+
+    @property
+    def kfold_r2(self) -> float:
+        """The score: pooled k-fold R^2, mean over the shuffles."""
+        return float(np.mean(self.r2))
+
+    @property
+    def kfold_mse(self) -> float:
+        """Held-out MSE, mean over the shuffles."""
+        return float(np.mean(self.mse))
+
+
+def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_FOLDS,
+                   repeats: int = REPEATS) -> CrossValidation:
+    """Fit a clone of `estimator` on k-1 folds and predict the held-out one, for shuffle seeds 0..repeats-1."""
+    n = len(y)
+    heldout = np.empty((repeats, n))
+    fold_r2, chosen = [], {}
+    for r in range(repeats):
+        for train, test in KFold(k, shuffle=True, random_state=r).split(x):
+            est = clone(estimator).fit(x[train], y[train])
+            heldout[r, test] = est.predict(x[test])
+            if hasattr(est, "phi_"):
+                chosen[est.phi_] = chosen.get(est.phi_, 0) + 1
+            if len(test) > 1 and np.ptp(y[test]) > 0:
+                fold_r2.append((r, r2_score(y[test], heldout[r, test])))
+    r2, mse = zip(*(pooled_scores(y, heldout[r][None]) for r in range(repeats)))
+    per_shuffle = [np.mean([v for s, v in fold_r2 if s == r]) for r in range(repeats)]
+    return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
+                           fold_mean_r2=float(np.mean(per_shuffle)), chosen=chosen)
 
 
 def _weighted_fit_predict(x_fit: np.ndarray, y: np.ndarray, w: np.ndarray, x_pred: np.ndarray) -> np.ndarray:
@@ -73,7 +114,7 @@ def _weighted_fit_predict(x_fit: np.ndarray, y: np.ndarray, w: np.ndarray, x_pre
     return coef @ b.T
 
 
-def _weighted_r2(y: np.ndarray, pred: np.ndarray, w: np.ndarray) -> np.ndarray:
+def weighted_r2(y: np.ndarray, pred: np.ndarray, w: np.ndarray) -> np.ndarray:
     """R^2 of predictions [B, n] against y with model multiplicities w [B, n] (NaN without spread)."""
     tot_w = w.sum(1)
     ybar = (w * y).sum(1) / np.where(tot_w > 0, tot_w, 1)
@@ -83,19 +124,7 @@ def _weighted_r2(y: np.ndarray, pred: np.ndarray, w: np.ndarray) -> np.ndarray:
         return np.where(ss_tot > 0, 1.0 - ss_res / ss_tot, np.nan)
 
 
-def bootstrap(x: np.ndarray, y: np.ndarray, weights: np.ndarray, folds: np.ndarray,
-              heldout: np.ndarray) -> dict[str, np.ndarray]:
-    """adj R^2, k-fold R^2 and held-out MSE on every bootstrap resample (weights = model multiplicities [B, n]).
-
-    adj R^2 is refitted on each resample. The k-fold scores resample the models the fixed held-out
-    predictions are judged on: refitting the folds on a resample would train on ~63% distinct models and
-    bias every replicate below the estimate (seen as intervals ending just above the point)."""
-    n, p = x.shape
-    full = _weighted_fit_predict(x, y, weights, x)
-    adj = adjusted_r2(_weighted_r2(y, full, weights), n, p)
-    pred = np.broadcast_to(heldout, weights.shape)
-    fold_r2 = [_weighted_r2(y[folds == f], pred[:, folds == f], weights[:, folds == f]) for f in np.unique(folds)]
-    mse = (weights * (y - heldout) ** 2).sum(1) / weights.sum(1)
-    with np.errstate(all="ignore"):
-        kfold = np.nanmean(np.stack(fold_r2), axis=0)
-    return {"adj_r2": adj, "kfold_r2": kfold, "mse": mse}
+def bootstrap_adj_r2(z: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Adjusted R^2 refitted on every resample (z: phi(features) [n, p]; weights [B, n] model multiplicities)."""
+    n, p = z.shape
+    return adjusted_r2(weighted_r2(y, _weighted_fit_predict(z, y, weights, z), weights), n, p)

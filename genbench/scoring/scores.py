@@ -1,5 +1,5 @@
-"""gb.score(values, zoo): regression and rank scores of every measure in a value table, each with a 95%
-bootstrap interval over models, and the reasons for anything that could not be computed."""
+"""gb.score(values, zoo): regression and rank scores of every measure in a value table, each with a 95% paired
+bootstrap interval over models, and the reasons for anything that could not be computed or honestly reported."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,12 +12,17 @@ from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
+from sklearn.base import clone
+from sklearn.metrics import mean_squared_error, r2_score
+
+from ..measures.registry import TRANSFORMS
 from . import rank
-from .regression import K_FOLDS, RegressionResult, bootstrap, fit
-from .spec import SCORE_NAMES, MeasureScores
+from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
+                         bootstrap_adj_r2, cross_validate, enough_models)
+from .resample import percentile_interval, pooled_scores, resample_weights
+from .spec import REGRESSION, SCORE_NAMES, MeasureScores, score_label
 
 TARGETS = ("gap", "test_acc")
-LEVEL = 0.95
 
 
 class Scores:
@@ -60,14 +65,6 @@ def measure_matrix(values: pd.DataFrame, name: str) -> np.ndarray:
     return values[cols].to_numpy(dtype=float)
 
 
-def _interval(samples: np.ndarray) -> tuple[float, float]:
-    s = samples[np.isfinite(samples)]
-    if len(s) < 10:
-        return (float("nan"), float("nan"))
-    a = (1 - LEVEL) / 2
-    return (float(np.quantile(s, a)), float(np.quantile(s, 1 - a)))
-
-
 def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
     """The grid axes of the given models (hp.* columns, renamed to the axis names)."""
     t = zoo.table.set_index("model_id").loc[ids]
@@ -76,118 +73,237 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
 
 
 def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
-                  transform: str | None, target: str, n_test: int, dropped: int = 0, k: int = K_FOLDS,
-                  seed: int = SEED, n_boot: int = N_BOOT) -> MeasureScores:
-    """Every score of one measure on complete rows; what cannot be computed gets NaN and a note."""
+                  transform: str, target: str, n_test: int, weights: np.ndarray, higher_means: str | None = None,
+                  dropped: int = 0, unconverged: int | None = None, k: int = K_FOLDS, repeats: int = REPEATS,
+                  estimator: Any = None) -> MeasureScores:
+    """Every score of one measure on its models with values (weights: the zoo's paired resamples, [B, n] over these
+    models); what cannot be computed or honestly reported gets no number, and a note or a refusal says why.
+    `estimator` replaces the least-squares fit of phi(x) (the baselines' regularised fits: no adjusted R^2)."""
     s = MeasureScores(measure=name, kind=kind, transform=transform, target=target, n=len(y), dropped=dropped,
-                      features=x.shape[1])
+                      features=x.shape[1], unconverged=unconverged)
     if dropped:
         s.notes.append(f"{dropped} model(s) without a value (failed) were dropped, not imputed")
+    if unconverged:
+        s.notes.append(f"{unconverged} of the {len(y)} scored models did not converge")
     if len(y) < 3:
         s.notes.append(f"only {len(y)} models have values: nothing can be scored")
         return s
     if np.ptp(y) == 0:
         s.notes.append(f"the target {target!r} is constant over these models: no score is defined")
         return s
-    weights = rank.bootstrap_weights(len(y), B=n_boot, seed=seed)
-    features = x
-    if transform == "log":
-        bad = int((x <= 0).any(axis=1).sum())
-        if bad:
-            s.notes.append(f"{bad} model(s) have a non-positive value under the log transform: "
-                           "no regression score (rank scores use the raw values)")
-            features = None
-        else:
-            features = np.log(x)
-    ranked = None
-    if features is not None:
-        if len(y) < max(k, features.shape[1] + 2):
-            s.notes.append(f"{len(y)} models are too few for {k}-fold cross-validation with {features.shape[1]} "
-                           f"features: regression scores skipped")
-        else:
-            reg = fit(features, y, k=k, seed=seed)
-            _add_regression(s, reg, bootstrap(features, y, weights, reg.folds, reg.heldout), ids)
-            ranked = reg.heldout if kind == "signature" else None
-    if kind == "scalar":
+    cv = _add_regression(s, x, y, weights, k=k, repeats=repeats, estimator=estimator)
+    if cv is not None:
+        s.heldout = cv.heldout
+        s.predictions = pd.Series(cv.heldout[0], index=ids, name="heldout_prediction")
+    if kind == "scalar" and estimator is None:
         ranked = x[:, 0]
-    if ranked is None:
+    elif cv is not None:
+        ranked = cv.heldout.mean(0)  # g_hat: the held-out predictions, averaged over the shuffles
+    else:
         s.notes.append("rank scores need a scalar or the k-fold predictions of a signature: skipped")
         return s
-    _add_rank(s, ranked, y, hp, weights, n_test)
+    _add_rank(s, ranked, y, hp, weights, n_test, direction=_direction(kind, higher_means, estimator, target))
+    _keep_honest(s)
     return s
 
 
-def _add_regression(s: MeasureScores, reg: RegressionResult, boot: dict[str, np.ndarray], ids: list[str]) -> None:
-    s.values.update(adj_r2=reg.adj_r2, kfold_r2=reg.kfold_r2, mse=reg.mse)
-    s.coef, s.intercept = reg.coef.tolist(), reg.intercept
-    s.predictions = pd.Series(reg.heldout, index=ids, name="heldout_prediction")
-    for key, samples in boot.items():
-        s.intervals[key] = _interval(samples)
+def _direction(kind: str, higher_means: str | None, estimator: Any, target: str) -> float | None:
+    """The sign of the association with the target that the measure claims: for a scalar, +1 when a higher value
+    claims a larger gap (a lower test accuracy), -1 the opposite, None when it does not say; predictions of the
+    target (signatures, baselines) claim +1."""
+    if kind != "scalar" or estimator is not None:
+        return 1.0
+    claim = {"larger_gap": 1.0, "smaller_gap": -1.0}.get(higher_means or "")
+    return None if claim is None else claim * (-1.0 if target == "test_acc" else 1.0)
+
+
+def _regression_inputs(s: MeasureScores, x: np.ndarray, n: int) -> str | None:
+    """The phi to fit with, or None (and the refusal) when no regression score can be reported."""
+    phi = s.transform
+    if (x <= 0).any() and phi == "log":
+        _refuse(s, REGRESSION, f"{int((x <= 0).any(axis=1).sum())} model(s) have a non-positive value under the "
+                               "declared log transform")
+        return None
+    if (x <= 0).any() and phi == "select":
+        s.notes.append("phi: linear (log needs every value positive)")
+        phi = "linear"
+    p = x.shape[1]
+    if not enough_models(n, p):
+        _refuse(s, REGRESSION, f"too few models: {n} < {MODELS_PER_FEATURE} (p + 1) = "
+                               f"{MODELS_PER_FEATURE * (p + 1)} for p = {p} feature(s)")
+        return None
+    return phi
+
+
+def _add_regression(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.ndarray, *, k: int, repeats: int,
+                    estimator: Any) -> CrossValidation | None:
+    """adjusted R^2 (least squares only), pooled repeated k-fold R^2 and MSE, with their resample distributions."""
+    n = len(y)
+    if estimator is None:
+        phi = _regression_inputs(s, x, n)
+        if phi is None:
+            return None
+        estimator = PhiRegression(phi)
+        full = clone(estimator).fit(x, y)
+        z = np.log(x) if full.phi_ == "log" else x
+        s.values["adj_r2"] = float(adjusted_r2(r2_score(y, full.predict(x)), n, x.shape[1]))
+        s.coef, s.intercept = full.reg_.coef_.tolist(), float(full.reg_.intercept_)
+        s.transform_used["all"] = full.phi_
+        s.samples["adj_r2"] = bootstrap_adj_r2(z, y, weights)
+    else:
+        s.refused["adj_r2"] = "a regularised fit has no adjusted R\u00b2 (it needs the least-squares p)"
+    cv = cross_validate(estimator, x, y, k=k, repeats=repeats)
+    if cv.chosen:
+        s.transform_used["folds"] = dict(sorted(cv.chosen.items()))
+    s.values.update(kfold_r2=cv.kfold_r2, mse=cv.kfold_mse)
+    s.spread = {"kfold_r2": cv.r2.tolist(), "mse": cv.mse.tolist()}
+    s.fold_mean_r2 = cv.fold_mean_r2
+    s.samples["kfold_r2"], s.samples["mse"] = pooled_scores(y, cv.heldout, weights)
+    return cv
+
+
+def _refuse(s: MeasureScores, keys: tuple[str, ...], reason: str) -> None:
+    for key in keys:
+        s.refused[key] = reason
+        s.values.pop(key, None)
 
 
 def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame, weights: np.ndarray,
-              n_test: int) -> None:
+              n_test: int, *, direction: float | None) -> None:
     s.values["tau"] = float(rank.kendall_tau(mu, y))
-    s.intervals["tau"] = _interval(np.asarray(rank.kendall_tau(mu, y, weights=weights)))
+    s.samples["tau"] = np.asarray(rank.kendall_tau(mu, y, weights=weights))
     try:
         psi, axes = rank.granulated_psi(mu, y, hp)
         s.values["psi"], s.psi_axes = float(psi), {a: float(v) for a, v in axes.items()}
-        s.intervals["psi"] = _interval(np.asarray(rank.granulated_psi(mu, y, hp, weights=weights)[0]))
+        s.samples["psi"] = np.asarray(rank.granulated_psi(mu, y, hp, weights=weights)[0])
         cmi, _, sign = rank.conditional_mi(mu, y, hp)
-        s.values["cmi"], s.cmi_sign = float(cmi), float(sign)
-        s.intervals["cmi"] = _interval(np.asarray(rank.conditional_mi(mu, y, hp, weights=weights)[0]))
+        cmi_b, _, sign_b = rank.conditional_mi(mu, y, hp, weights=weights)
+        s.cmi_sign = float(sign)
+        if direction is None:
+            s.values["cmi"], s.samples["cmi"] = float(cmi), np.asarray(cmi_b)
+            s.notes.append("CMI is unsigned: the measure declares no direction (higher_means)")
+        else:  # signed by the declared direction: negative when the association runs against the claim
+            s.values["cmi"] = float(cmi) * (1.0 if sign * direction >= 0 else -1.0)
+            s.samples["cmi"] = np.asarray(cmi_b) * np.where(np.asarray(sign_b) * direction >= 0, 1.0, -1.0)
         s.values["cmi_pgdl"] = float(rank.pgdl_cmi(mu, y, hp))
+        s.samples["cmi_pgdl"] = np.asarray(rank.pgdl_cmi(mu, y, hp, weights=weights))
     except ValueError as e:
         s.notes.append(f"grid scores (Psi, CMI) skipped: {e}")
     try:
         se = rank.robust_sign_error(mu, y, hp, n_test=n_test)
         for key in ("worst", "p90", "mean"):
-            s.values[f"sign_error_{key}"] = float(se[key])
+            if np.isfinite(se[key]):
+                s.values[f"sign_error_{key}"] = float(se[key])
+        if any(np.isfinite(se[key]) for key in ("worst", "p90", "mean")):
+            se_b = rank.robust_sign_error(mu, y, hp, n_test=n_test, weights=weights)
+            for key in ("worst", "p90", "mean"):
+                s.samples[f"sign_error_{key}"] = np.asarray(se_b[key])
         if se.get("reason"):
             s.notes.append(f"robust sign-error: {se['reason']}")
     except ValueError as e:
         s.notes.append(f"robust sign-error skipped: {e}")
 
 
-def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str | None = "auto", *,
-          measures: list[str] | None = None, k: int = K_FOLDS, seed: int = SEED, n_boot: int = N_BOOT,
-          allow_partial: bool = False) -> Scores:
+def _keep_honest(s: MeasureScores) -> None:
+    """Give each score its percentile interval over the paired resamples; a score whose estimate lies outside its
+    own interval is refused, and a degenerate resample distribution gives no interval (said in a note)."""
+    for key, draws in s.samples.items():
+        if key not in s.values:
+            continue
+        iv = percentile_interval(draws)
+        v = s.values[key]
+        if iv is None:
+            s.notes.append(f"{score_label(key)}: no interval (the resampled values are degenerate or too few)")
+        elif not iv[0] - 1e-12 <= v <= iv[1] + 1e-12:
+            _refuse(s, (key,), f"the estimate {v:.3g} lies outside its own 95% bootstrap interval "
+                               f"[{iv[0]:.3g}, {iv[1]:.3g}]: the resamples do not support it")
+        else:
+            s.intervals[key] = iv
+
+
+def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str = "declared", *,
+          measures: list[str] | None = None, k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED,
+          n_boot: int = N_BOOT, allow_partial: bool = False) -> Scores:
     """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
 
-    transform "auto" uses each measure's own phi (log for "_log" measures); "log" / "linear" force one.
-    A partial zoo (not every model of its recipe built or downloaded) is refused unless `allow_partial`."""
+    transform "declared" uses each measure's own phi (its `register_measure(transform=...)`); "log", "linear" or
+    "select" force one. Every measure is judged on the same bootstrap resamples of the zoo's models (a function
+    of the zoo's table hash and `seed`), so entries can be compared pairwise. A partial zoo (not every model of
+    its recipe built or downloaded) is refused unless `allow_partial`."""
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
-    if transform not in ("auto", "log", "linear", None):
-        raise GenbenchError(f"transform must be 'auto', 'log', 'linear' or None, got {transform!r}")
+    if transform not in ("declared", *TRANSFORMS):
+        raise GenbenchError(f"transform must be 'declared' or one of {TRANSFORMS}, got {transform!r}")
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     info = values.attrs.get("measures", {})
-    # folds and bootstrap resamples are assigned by position: fix the order so a score does not depend on it
-    values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
+    values = sorted_values(values, zoo)
     names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
-    table = zoo.table.set_index("model_id")
-    missing = [m for m in values["model_id"] if m not in table.index]
-    if missing:
-        raise GenbenchError(f"{len(missing)} model id(s) of the value table are not in zoo {zoo.name!r} "
-                            f"(e.g. {missing[0]!r}): were the values computed on another zoo?")
-    n_test = int(zoo.manifest.get("test_size", 10_000))
+    weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"])
     items = {}
     for name in names:
         meta = info.get(name) or _meta(get_measure(name))
-        phi = meta["transform"] if transform == "auto" else (None if transform == "linear" else transform)
-        x = measure_matrix(values, name)
-        ok = np.isfinite(x).all(axis=1)
-        ids = list(values["model_id"][ok])
-        y = table.loc[ids, target].to_numpy(dtype=float)
-        items[name] = score_measure(name, x[ok], y, grid_table(zoo, ids), ids, kind=meta["kind"], transform=phi,
-                                    target=target, n_test=n_test, dropped=int((~ok).sum()), k=k, seed=seed,
-                                    n_boot=n_boot)
+        phi = meta["transform"] if transform == "declared" else transform
+        items[name] = score_columns(name, measure_matrix(values, name), values, zoo, weights, kind=meta["kind"],
+                                    transform=phi, higher_means=meta.get("higher_means"), target=target, k=k,
+                                    repeats=repeats, seed=seed)
     return Scores(zoo.name, target, items)
 
 
+def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:
+    """The value table in model-id order (folds and resamples are assigned by position), checked against the zoo."""
+    values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
+    known = set(zoo.table["model_id"])
+    missing = [m for m in values["model_id"] if m not in known]
+    if missing:
+        raise GenbenchError(f"{len(missing)} model id(s) of the value table are not in zoo {zoo.name!r} "
+                            f"(e.g. {missing[0]!r}): were the values computed on another zoo?")
+    return values
+
+
+def zoo_resamples(zoo: Zoo, *, seed: int, n_boot: int, ids: Any = None) -> np.ndarray:
+    """The zoo's paired resample matrix [n_boot, N] over all its N models in model-id order, or its columns for
+    the models `ids` (a value table without some models is judged on the same resamples of the rest)."""
+    everyone = sorted(zoo.table["model_id"].astype(str))
+    w = resample_weights(len(everyone), table_sha256=zoo.table_sha256, seed=seed, n_boot=n_boot)
+    if ids is None:
+        return w
+    where = {m: i for i, m in enumerate(everyone)}
+    return w[:, [where[str(m)] for m in ids]]
+
+
+def unconverged_count(zoo: Zoo, ids: list[str]) -> int | None:
+    """How many of these models did not converge (None when the zoo does not record convergence)."""
+    conv = zoo.table.set_index("model_id").loc[ids].get("converged")
+    if conv is None or conv.isna().all():
+        return None
+    return int((conv == False).sum())  # noqa: E712 (a column of booleans and NaN)
+
+
+def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weights: np.ndarray, *, kind: str,
+                  transform: str, higher_means: str | None, target: str, estimator: Any = None,
+                  k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED) -> MeasureScores:
+    """Score one measure's columns x [n, p] (rows in the order of `values`): models without a finite value are
+    dropped, the resamples restricted to the rest; the record keeps the held-out predictions of every model. An
+    `estimator` (a baseline's pipeline) takes every row as it is, missing values included."""
+    ok = np.ones(len(x), bool) if estimator is not None else np.isfinite(x).all(axis=1)
+    ids = list(values["model_id"][ok])
+    y = zoo.table.set_index("model_id").loc[ids, target].to_numpy(dtype=float)
+    s = score_measure(name, x[ok], y, grid_table(zoo, ids), ids, kind=kind, transform=transform, target=target,
+                      n_test=int(zoo.manifest.get("test_size", 10_000)), weights=weights[:, ok],
+                      higher_means=higher_means, dropped=int((~ok).sum()), unconverged=unconverged_count(zoo, ids),
+                      k=k, repeats=repeats, estimator=estimator)
+    if s.heldout is not None:
+        full = np.full((s.heldout.shape[0], len(ok)), np.nan)
+        full[:, ok] = s.heldout
+        s.heldout = full
+    s.kfold = {"k": k, "repeats": repeats, "seeds": list(range(repeats))}
+    s.bootstrap = {"seed": seed, "n_boot": len(weights), "table_sha256": zoo.table_sha256}
+    return s
+
+
 def _meta(m: Any) -> dict[str, Any]:
-    return {"kind": m.kind, "transform": m.transform}
+    return {"kind": m.kind, "transform": m.transform, "higher_means": m.higher_means}
 
 
 @dataclass
@@ -208,37 +324,38 @@ class Transfer:
     notes: list[str] = field(default_factory=list)
 
 
-def _complete(values: pd.DataFrame, zoo: Zoo, name: str, target: str, phi: str | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """phi(features) and target of the models with a usable value, and how many were dropped."""
+def _complete(values: pd.DataFrame, zoo: Zoo, name: str, target: str, phi: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Features and target of the models with a usable value (positive under log), and how many were dropped."""
     x = measure_matrix(values, name)
     ok = np.isfinite(x).all(axis=1) & ((x > 0).all(axis=1) if phi == "log" else True)
     y = zoo.table.set_index("model_id").loc[list(values["model_id"][ok]), target].to_numpy(dtype=float)
-    return (np.log(x[ok]) if phi == "log" else x[ok]), y, int((~ok).sum())
+    return x[ok], y, int((~ok).sum())
 
 
 def transfer(measure: str, source: tuple[pd.DataFrame, str | Zoo], to: tuple[pd.DataFrame, str | Zoo], *,
-             target: str = "gap", transform: str | None = "auto") -> Transfer:
+             target: str = "gap", transform: str = "declared") -> Transfer:
     """Fit target ~ phi(measure) on the source zoo's models, predict the other zoo's: does the fit carry over?"""
     (va, za), (vb, zb) = source, to
     meta = va.attrs.get("measures", {}).get(measure) or _meta(get_measure(measure))
-    phi = meta["transform"] if transform == "auto" else (None if transform == "linear" else transform)
+    phi = meta["transform"] if transform == "declared" else transform
     za, zb = (z if isinstance(z, Zoo) else load_zoo(z) for z in (za, zb))
     xa, ya, da = _complete(va, za, measure, target, phi)
     xb, yb, db = _complete(vb, zb, measure, target, phi)
     if xa.shape[1] != xb.shape[1]:
         raise GenbenchError(f"{measure} has {xa.shape[1]} features on {za.name} but {xb.shape[1]} on {zb.name}: "
                             "a fit only transfers between zoos whose signatures have the same length")
-    if len(ya) < xa.shape[1] + 2 or len(yb) < 3:
+    if not enough_models(len(ya), xa.shape[1]) or len(yb) < 3:
         raise GenbenchError(f"too few models with values to transfer ({len(ya)} on {za.name}, {len(yb)} on "
-                            f"{zb.name}; the fit needs more than {xa.shape[1] + 1})")
-    from sklearn.linear_model import LinearRegression
-    from sklearn.metrics import mean_squared_error, r2_score
-    pred = LinearRegression().fit(xa, ya).predict(xb)
+                            f"{zb.name}; the fit needs {MODELS_PER_FEATURE} (p + 1) = "
+                            f"{MODELS_PER_FEATURE * (xa.shape[1] + 1)} on the source and 3 on the target)")
+    if phi == "select" and ((xa <= 0).any() or (xb <= 0).any()):
+        phi = "linear"
+    fitted = PhiRegression(phi).fit(xa, ya)
+    pred = fitted.predict(xb)
     notes = [f"{d} model(s) of {z.name} without a usable value were dropped" for d, z in ((da, za), (db, zb)) if d]
     if np.ptp(yb) == 0:
         notes.append(f"the target is constant on {zb.name}: R^2 is undefined")
-    k = min(K_FOLDS, len(ya))
-    return Transfer(measure=measure, source=za.name, target_zoo=zb.name, target=target, transform=phi,
+    return Transfer(measure=measure, source=za.name, target_zoo=zb.name, target=target, transform=fitted.phi_,
                     n_fit=len(ya), n_eval=len(yb), r2=float(r2_score(yb, pred)) if np.ptp(yb) else float("nan"),
                     mse=float(mean_squared_error(yb, pred)), tau=float(rank.kendall_tau(pred, yb)),
-                    source_kfold_r2=fit(xa, ya, k=k).kfold_r2, notes=notes)
+                    source_kfold_r2=cross_validate(PhiRegression(phi), xa, ya).kfold_r2, notes=notes)

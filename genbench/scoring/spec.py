@@ -47,6 +47,13 @@ SCORES: tuple[Score, ...] = (
 )
 DEFAULT_SORT = "kfold_r2"  # the ranking score
 SCORE_NAMES = tuple(s.name for s in SCORES)
+REGRESSION = ("adj_r2", "kfold_r2", "mse")  # the scores of a regression onto the gap
+_LABELS = {s.name: s.label for s in SCORES}
+
+
+def score_label(name: str) -> str:
+    """A score's full label; the name itself for a score the list does not know."""
+    return _LABELS.get(name, name)
 
 
 @dataclass
@@ -60,14 +67,23 @@ class MeasureScores:
     n: int
     dropped: int
     features: int
+    unconverged: int | None = None      # scored models that did not converge (None: the zoo does not record it)
     values: dict[str, float] = field(default_factory=dict)
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)     # score -> why it has no number
+    spread: dict[str, list[float]] = field(default_factory=dict)  # kfold_r2 / mse of each shuffle
+    fold_mean_r2: float = float("nan")  # the DEMOGEN paper's per-fold mean of k-fold R^2 (comparison only)
+    transform_used: dict[str, Any] = field(default_factory=dict)  # phi on all models, and per fold under "select"
+    kfold: dict[str, Any] = field(default_factory=dict)       # k, repeats, seeds
+    bootstrap: dict[str, Any] = field(default_factory=dict)   # seed, n_boot, table_sha256 of the paired resamples
     coef: list[float] = field(default_factory=list)
     intercept: float = float("nan")
     psi_axes: dict[str, float] = field(default_factory=dict)
     cmi_sign: float = float("nan")
-    predictions: pd.Series | None = None
     notes: list[str] = field(default_factory=list)
+    predictions: pd.Series | None = None   # held-out predictions of shuffle 0 (not stored in the scores block)
+    heldout: Any = None                    # [R, n] held-out predictions of every shuffle (stored with the values)
+    samples: dict[str, Any] = field(default_factory=dict)     # score -> its values on the resamples (not stored)
 
     def __getattr__(self, name: str) -> float:
         if name in SCORE_NAMES:
@@ -78,14 +94,16 @@ class MeasureScores:
     def from_dict(cls, d: dict[str, Any]) -> "MeasureScores":
         """The inverse of to_dict (as stored in a result record; JSON nulls back to NaN)."""
         nan = float("nan")
-        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "predictions"}
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k not in _NOT_STORED}
         kw["values"] = {k: nan if v is None else v for k, v in d.get("values", {}).items()}
         kw["intervals"] = {k: tuple(nan if x is None else x for x in v) for k, v in d.get("intervals", {}).items()}
         return cls(**kw)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (the k-fold predictions as {model_id: value})."""
-        d = {k: v for k, v in self.__dict__.items() if k != "predictions"}
+        """JSON-able form (without the per-model predictions and the resampled values)."""
+        d = {k: v for k, v in self.__dict__.items() if k not in _NOT_STORED}
         d["intervals"] = {k: list(v) for k, v in self.intervals.items()}
-        d["predictions"] = None if self.predictions is None else {str(k): float(v) for k, v in self.predictions.items()}
         return d
+
+
+_NOT_STORED = ("predictions", "heldout", "samples")  # the record keeps predictions in its values block

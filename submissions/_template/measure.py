@@ -26,12 +26,13 @@ import genbench as gb
 
 
 @gb.register_measure(
-    "template.logit_margin",     # 'family.variant'; a name no other measure uses ("_log" suffix: scored on a log scale)
+    "template.logit_margin",     # 'family.variant'; a name no other measure uses
     kind="scalar",               # "scalar" (one number per model) or "signature" (a vector per model)
     needs=("train_data",),       # what the context must give: "train_data", "init_weights", "augment"
     citation="genbench submission template",   # the paper the measure comes from (shown on the leaderboard)
     version=1,                   # bump it whenever the function's output changes (it keys the value cache)
     higher_means="smaller_gap",  # your hypothesis: "larger_gap", "smaller_gap" or None
+    transform="select",          # phi before regressing: "log", "linear", or "select" (the scorer picks one per fold)
 )
 def logit_margin(ctx: gb.MeasureContext) -> float:
     """Median over training points of the output margin (true-class logit minus the largest other logit)."""

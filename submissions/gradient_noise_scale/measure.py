@@ -30,7 +30,7 @@ def per_example_gradients(model: torch.nn.Module, x: torch.Tensor, y: torch.Tens
 
 @gb.register_measure("gradnoise.noise_scale_log", kind="scalar", needs=("train_data",),
                      citation="after McCandlish et al. 2018 (simple noise scale)", version=1,
-                     higher_means="larger_gap")
+                     higher_means="larger_gap", transform="log")
 def noise_scale(ctx: gb.MeasureContext) -> float:
     """tr(Sigma) / |G|^2 of the per-example training-loss gradients on a fixed subsample of 512 points."""
     x, y = ctx.subsample(N_POINTS)
