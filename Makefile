@@ -4,7 +4,7 @@ TORCH ?= torch==2.13.0
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test install install-test sandbox clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,22 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# Submitted measures run in a bubblewrap sandbox (`genbench submit` refuses to run them without one unless told
+# --unsandboxed): Debian's bubblewrap, installed with apt-get when bwrap is missing, as .ci/run installs chromium.
+sandbox:
+	@command -v bwrap >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  if command -v apt-get >/dev/null; then \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap; \
+	  else echo "bwrap is missing and there is no apt-get: install bubblewrap with your package manager"; fi; }
+
 demo: install
 	$(BIN)/genbench zoo build mnist1d-demogen
 	$(BIN)/genbench zoo info mnist1d-demogen
 	$(BIN)/genbench evaluate '*' --zoo mnist1d-demogen
 	$(BIN)/genbench leaderboard --zoo mnist1d-demogen --html leaderboard/site
 
-test: install-test
+test: install-test sandbox
 	$(BIN)/python -m pytest -q tests
 
 clean:

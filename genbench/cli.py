@@ -1,6 +1,7 @@
 """The `genbench` command: one sub-command per user job."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from .leaderboard.verify import Verification
     from .zoo.storage import Zoo
 
-WIDE_TABLE = 160  # terminal columns from which the leaderboard shows every column
+WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
+WRAPPED = 14  # the narrowest fragility column: its longest word ("fragile-value,") whole
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -38,6 +40,18 @@ leaderboard_app = typer.Typer(help="Rank the scored measures (the table, a web p
                                    "records.", invoke_without_command=True)
 app.add_typer(leaderboard_app, name="leaderboard")
 console = Console()
+
+
+def _check_limits(seconds: dict[str, float | None] | None = None, counts: dict[str, int] | None = None) -> None:
+    """Refuse budgets, timeouts and memory caps that are not positive finite numbers, and counts below 1, before
+    anything runs (a zero, negative or nan budget would turn every model into a failure, or a good record into a
+    failure record)."""
+    for flag, v in (seconds or {}).items():
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise GenbenchError(f"{flag} must be a positive number, got {v!r}")
+    for flag, v in (counts or {}).items():
+        if v < 1:
+            raise GenbenchError(f"{flag} must be at least 1, got {v!r}")
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -205,7 +219,7 @@ def leaderboard_cmd(ctx: typer.Context,
     score_spec(sort)  # an unknown score fails here, with a suggestion
     records = _leaderboard_records(results, zoo)
     ranked = rank_records(records, sort)
-    table, notes = leaderboard_table(records, sort, ranked=ranked), view_notes(ranked, sort)
+    table, notes = leaderboard_table(records, sort, ranked=ranked), view_notes(ranked, sort, records=records)
     if fmt == "table":
         _print_leaderboard(table, ranked, sort, notes)
     else:
@@ -239,9 +253,10 @@ def _leaderboard_records(results: list[Path] | None, zoo: str | None) -> list[Re
         raise GenbenchError(f"no result records yet: `genbench submit` and `genbench leaderboard run` write them to "
                             f"{paths.results_dir()}")
     seen: dict[tuple[str, str], tuple[Record, Path, bool]] = {}
+    skipped: list[str] = []  # files that are no readable record: reported once, never hiding the others
     for folder in folders:
         local = shipped is None or Path(folder).resolve() != shipped.resolve()
-        for rec in load_records(folder):
+        for rec in load_records(folder, skipped=skipped):
             key = (rec.zoo_name, rec.name)
             if key in seen and seen[key][0].data == rec.data:
                 continue  # the same record in both folders (added to the shipped one): shown once, as the first
@@ -249,20 +264,25 @@ def _leaderboard_records(results: list[Path] | None, zoo: str | None) -> list[Re
                 note.print(f"note: {rec.name} on {rec.zoo_name}: showing the record in {folder}, not the one in "
                            f"{seen[key][1]}", style="dim", markup=False, highlight=False)
             seen[key] = (rec, Path(folder), local)
+    for why in skipped:
+        note.print(f"warning: {why}", style="yellow", markup=False, highlight=False)
     records = [rec.with_local(local) for rec, _, local in seen.values() if zoo is None or rec.zoo_name == zoo]
     if not records:
         zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
         where = ", ".join(map(str, folders))
-        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}" if zoo else
-                            f"no result records in {where}")
+        also = f" ({len(skipped)} file(s) skipped; the first: {skipped[0]})" if skipped else ""
+        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}" if zoo else
+                            f"no result records in {where}{also}")
     return records
 
 
 def _print_leaderboard(table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes) -> None:
-    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one; none that
-    no entry has a value for) with the user's own records marked local, baselines marked `base`, its notes and
-    refusal footnotes, its failed records below it (one line each), the mean ranks across zoos when there are
-    several, and once, the group rule and what a baseline is."""
+    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one, with the
+    same labels; none that no entry has a value for) with the user's own records marked local, baselines marked
+    `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
+    are several, and once, the group rule, what a baseline is and how entries are named. Long text wraps: nothing
+    is cut."""
+    from .leaderboard.export import NAMING, entry_names
     from .leaderboard.ranking import aggregate_table
 
     for z, part in table.groupby("zoo", sort=True):
@@ -271,55 +291,91 @@ def _print_leaderboard(table: pd.DataFrame, ranked: list[Record], sort: str, not
         if not part.empty:
             console.print(t)
         for line in notes.zoo_lines(str(z)) + foot.lines():
-            console.print(f"  {line}", markup=False, highlight=False)
+            _say(line, indent=2)
         if not failed.empty:
-            console.print(f"failed on {z}, not ranked:", markup=False, highlight=False)
+            _say(f"failed on {z}, not ranked:")
         for _, r in failed.iterrows():
-            reason = " ".join(str(r["failure"] or "no reason recorded").split())
-            console.print(f"  {_entry(r)}: {reason}", no_wrap=True, overflow="ellipsis", markup=False,
-                          highlight=False)
+            sub = f" (submission {r['submission']})" if r.get("submission") else ""
+            _say(f"{_entry(r)}{sub}: {r['failure'] or 'no reason recorded'}", indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
     if table["zoo"].nunique() > 1 and not agg.empty:
-        t = Table("entry", "mean rank", "zoos", title=f"across zoos: mean of the per-zoo ranks by {sort}")
+        names = {name: entry for (_, name), entry in entry_names(ranked).items()}
+        t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
+                  title=f"across zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
-            t.add_row(_entry(r), number(r["mean_rank"]), str(int(r["zoos"])))
+            t.add_row(_entry({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}),
+                      number(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
     _print_notes(notes, console)
+    if "submission" in table and table["submission"].astype(bool).any():
+        _say(NAMING)
     if table["local"].any():
-        console.print(f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped "
-                      f"{SHIPPED_RESULTS}); `genbench leaderboard add RECORD` verifies it and adds it there",
-                      markup=False, highlight=False)
+        _say(f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped {SHIPPED_RESULTS}); "
+             "`genbench leaderboard add RECORD` verifies it and adds it there")
 
 
 def _zoo_table(zoo: str, part: pd.DataFrame, sort: str, hidden: dict[str, str]) -> tuple[Table, Footnotes]:
-    """One zoo's ranked rows as a terminal table (wide or narrow, without the `hidden` score columns), and the
-    footnotes of its refused cells."""
-    from .leaderboard.export import rank_cell
+    """One zoo's ranked rows as a terminal table, and the footnotes of its refused cells. One set of labels at any
+    width: where it fits, every score column valued on the zoo (the ranking score first), the submission folder,
+    kind and citation; else rank, group, entry, the ranking score, tau and fragility, with a caption saying so.
+    Text that does not fit its column wraps: nothing is cut."""
+    from .leaderboard.export import interval_columns, rank_cell, score_columns
     from .leaderboard.format import Footnotes, rank_text, score_cell
-    from .leaderboard.schema import SHOWN, WITH_INTERVAL, score_spec
+    from .leaderboard.schema import score_spec
 
-    foot, wide = Footnotes(), console.width >= WIDE_TABLE
-    if wide:
-        keys = [k for k in SHOWN if k not in hidden]
-        t = Table("rank", "group", "entry", "kind",
-                  *(score_spec(k).ascii + (" [95%]" if k in WITH_INTERVAL else "") for k in keys),
-                  "fragility", "citation", title=f"{zoo}: ranked by {sort}")
-    else:
-        keys = [sort] + (["tau"] if sort != "tau" and "tau" not in hidden else [])
-        cols = ["rank", "grp", "entry", f"{sort} [95%]"] + keys[1:]
-        t = Table(*(Column(c, no_wrap=True) for c in cols), "fragility", box=box.SIMPLE_HEAD,
-                  pad_edge=False, title=f"{zoo}: ranked by {sort}", caption=f"a terminal narrower than "
-                  f"{WIDE_TABLE} columns shows fewer columns; --format markdown or csv gives them all")
-    for _, r in part.iterrows():
-        with_iv = WITH_INTERVAL if wide else (sort,)
-        scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
-                             refused=r.get(f"{k}_refused"), notes=foot) for k in keys]
-        if wide:
-            t.add_row(rank_cell(r), rank_text(r["group"]), _entry(r), str(r["kind"] or ""), *scores,
-                      r["fragility"], r["citation"][:40])
-        else:
-            t.add_row(rank_cell(r), rank_text(r["group"]), _entry(r), *scores, r["fragility"].replace("fragile-", ""))
-    return t, foot
+    with_iv = interval_columns(sort)
+    subs = "submission" in part and bool(part["submission"].astype(bool).any())
+
+    def build(wide: bool, tau: bool = True, caption: str | None = None, least: bool = False
+              ) -> tuple[Table, Footnotes]:
+        """The full (`wide`) or headline table (with `tau`); `least`: its wrapping columns at their narrowest."""
+        foot = Footnotes()
+        keys = score_columns(sort, hidden) if wide else [sort, *(["tau"] if tau and sort != "tau" and "tau" not in
+                                                                 hidden else [])]
+        cols = [Column("rank", no_wrap=True), Column("group", no_wrap=True), Column("entry", no_wrap=True),
+                *([Column("submission", no_wrap=True)] if wide and subs else []),
+                *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
+                *([Column("kind", no_wrap=True)] if wide else []),
+                Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None),
+                *([Column("citation", overflow="fold", min_width=WIDE_CITATION, width=WIDE_CITATION if least else
+                          None)] if wide else [])]
+        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, title=f"{zoo}: ranked by {sort}",
+                  caption=caption)
+        for _, r in part.iterrows():
+            scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
+                                 refused=r.get(f"{k}_refused"), notes=foot) for k in keys]
+            t.add_row(rank_cell(r), rank_text(r["group"]), _entry(r), *([r["submission"]] if wide and subs else []),
+                      *scores, *([str(r["kind"] or "")] if wide else []), r["fragility"],
+                      *([str(r["citation"] or "")] if wide else []))
+        return t, foot
+
+    need = _width(build(True, least=True)[0])
+    if need <= console.width:
+        return build(True)
+    caption = (f"a terminal narrower than {need} columns shows fewer columns here; --format markdown or csv gives "
+               "them all")
+    tau = _width(build(False, least=True)[0]) <= console.width
+    return build(False, tau, caption)
+
+
+def _width(table: Table) -> int:
+    """The columns `table` takes when nothing has to wrap but what it wraps anyway."""
+    import io
+
+    out = Console(file=io.StringIO(), width=100_000, color_system=None)
+    out.print(table)
+    return max(len(line) for line in out.file.getvalue().splitlines())  # type: ignore[attr-defined]
+
+
+def _say(text: str, out: Console | None = None, *, indent: int = 0) -> None:
+    """Print plain text wrapped at word boundaries to the console's width, continuation lines indented."""
+    import textwrap
+
+    out = out or console
+    lines = textwrap.wrap(" ".join(str(text).split()), width=max(out.width, 20), initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + 2), break_on_hyphens=False)
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> None:
@@ -327,12 +383,12 @@ def _print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> No
     (aliases, columns never valued there), which the terminal prints under each zoo's table instead."""
     lines = [f"{z}: {line}" for z in notes.hidden for line in notes.zoo_lines(z, shown=False)] if per_zoo else []
     for line in lines + notes.lines(data=per_zoo):
-        out.print(line, markup=False, highlight=False)
+        _say(line, out)
 
 
-def _entry(row: pd.Series) -> str:
-    """An entry's name as the terminal shows it: marked when the record is the user's own (local)."""
-    return row["entry"] + (LOCAL_MARK if row.get("local") else "")
+def _entry(row: pd.Series | dict) -> str:
+    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local)."""
+    return str(row["entry"]) + (LOCAL_MARK if row.get("local") else "")
 
 
 @leaderboard_app.command("run")
@@ -359,6 +415,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
     from .measures.registry import resolve_measures
     from .zoo import load_zoo
 
+    _check_limits(counts={"--n-boot": n_boot})
     names = [m.name for m in resolve_measures(measures)]
     zoos = {z: load_zoo(z) for z in zoo}
     for loaded in zoos.values():  # every zoo checked before the first record is computed
@@ -405,6 +462,7 @@ def leaderboard_baselines(zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", 
     once, and from the training loss and accuracy. A measure below baseline.hparams adds nothing the recipe said."""
     from .zoo import load_zoo
 
+    _check_limits(counts={"--n-boot": n_boot})
     zoos = [load_zoo(z) for z in zoo]
     for loaded in zoos:
         loaded.require_complete(allow_partial=allow_partial)
@@ -418,13 +476,20 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
                rtol: float = typer.Option(1e-5, help="relative tolerance"),
                atol: float = typer.Option(1e-8, help="absolute tolerance"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+               submissions: Optional[Path] = typer.Option(None, "--submissions", help="the trusted folder of "
+                                                          "submissions a submission's record is re-run from, as "
+                                                          "DIR/NAME (default: the checkout's submissions/)"),
                ) -> None:
-    """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce."""
+    """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
+
+    A submission's record is re-made in the sandbox from SUBMISSIONS/NAME only, and every field but the timings
+    is compared."""
     from .leaderboard.verify import verify_record
+    from .submit import rerun_record
 
     failed = 0
     for path in records:
-        v = verify_record(path, rtol=rtol, atol=atol, device=device)
+        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record)
         if v.ok:
             console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g})")
             continue
@@ -456,6 +521,9 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                     rtol: float = typer.Option(1e-5, help="relative tolerance"),
                     atol: float = typer.Option(1e-8, help="absolute tolerance"),
                     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
+                    submissions: Optional[Path] = typer.Option(None, "--submissions", help="the trusted folder of "
+                                                               "submissions a submission's record is re-run from, as "
+                                                               "DIR/NAME (default: the checkout's submissions/)"),
                     ) -> None:
     """Verify records and copy each one that reproduces into the shipped folder of verified records.
 
@@ -465,6 +533,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
 
     from . import paths
     from .leaderboard.verify import add_record
+    from .submit import rerun_record
 
     if to is None:
         to = paths.shipped_results_dir()
@@ -474,7 +543,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
     refused = 0
     for path in records:
-        v = add_record(path, to, rtol=rtol, atol=atol, device=device)
+        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record)
         if v.ok:
             how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced
                                                                         else "")
@@ -520,6 +589,7 @@ def measures_check(names: list[str] = typer.Argument(..., help="measure names or
     from .harness import check_measure
     from .measures import resolve_measures
 
+    _check_limits(seconds={"--budget-s": budget_s}, counts={"--models": models})
     failed = 0
     for m in resolve_measures(names):
         report = check_measure(m, zoo, models=models, budget_s=budget_s, device=device)
@@ -545,10 +615,11 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     from .harness import evaluate, save_values, values_path
     from .zoo import load_zoo
 
+    _check_limits(seconds={"--budget-s": budget_s})
     z = load_zoo(zoo)
     df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
                   cache=not no_cache, address=address)
-    path = save_values(df, out or values_path(z.name))
+    path = save_values(df, out or values_path(z.name), replace=out is None)  # never overwrites another zoo's --out
     t = Table("measure", "kind", "ok", "failed", "seconds", "first failure", title=f"{z.name}: {len(df)} models")
     for name, info in df.attrs["measures"].items():
         errors = df[f"{name}:error"]
@@ -578,6 +649,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
 
     if table not in (None, "demogen"):
         raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
+    _check_limits(counts={"--n-boot": n_boot})
     z = load_zoo(zoo)
     z.require_complete(allow_partial=allow_partial)  # before any value is computed
     if not z.complete:
@@ -656,6 +728,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     from .scoring import audit
     from .zoo import load_zoo
 
+    _check_limits(counts={"--n-boot": n_boot})
     z = load_zoo(zoo)
     report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
     admitted = ", ".join(f"{k} {v:.0%}" for k, v in report.admitted.items()) or "no twins"
@@ -698,12 +771,17 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                allow_partial: bool = typer.Option(False, "--allow-partial", help="score on a partial zoo too (not "
                                                   "every model of its recipe built): the record is marked partial "
                                                   "and not ranked"),
+               unsandboxed: bool = typer.Option(False, "--unsandboxed", help="run the submitted code without the "
+                                                "bubblewrap sandbox, where bwrap cannot run (it then sees everything "
+                                                "you can; its records say so and never verify)"),
                ) -> None:
     """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
     from .leaderboard.ranking import partial_note
     from .leaderboard.schema import HEADLINE, Record, score_spec
     from .submit import load_submission, submit, summarize
 
+    _check_limits(seconds={"--budget-s": budget_s, "--memory-gb": memory_gb, "--timeout-s": timeout_s},
+                  counts={"--n-boot": n_boot})  # submit() checks them too; here before anything is printed
     sub = load_submission(folder)
     console.print(f"submission [bold]{sub.name}[/bold]: {sub.title} (entry {sub.entry}), "
                   f"zoos {', '.join(zoo or sub.zoos)}", highlight=False)
@@ -716,7 +794,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
 
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
-                   n_boot=n_boot, echo=echo, allow_partial=allow_partial)
+                   n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
     failed = 0
     for path in paths:
         rec = Record.read(path)

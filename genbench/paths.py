@@ -2,9 +2,31 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from .defaults import SHIPPED_RESULTS
+from .errors import GenbenchError
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+PLAIN_NAME_RULE = "letters, digits, '.', '_' and '-', not starting with a dot, at most 200 characters"
+
+
+def is_plain_name(value: Any) -> bool:
+    """Whether `value` is a plain file name: a string of letters, digits, '.', '_' and '-' that does not start with
+    a dot (so never '', '.', '..', a hidden file, or anything with a path separator)."""
+    return isinstance(value, str) and _PLAIN_NAME.fullmatch(value) is not None
+
+
+def plain_name(value: Any, *, what: str, source: str) -> str:
+    """`value` when it is a plain file name (`is_plain_name`); otherwise a GenbenchError naming the value, what it
+    is and where it came from. Every name read from a file (a zoo's manifest, a record) passes here before it
+    becomes part of a path."""
+    if not is_plain_name(value):
+        raise GenbenchError(f"{what} {value!r} (from {source}) is not a plain file name ({PLAIN_NAME_RULE}); "
+                            "genbench refuses to use it in a path")
+    return value
 
 
 def genbench_home() -> Path:
@@ -25,6 +47,12 @@ def values_cache_dir() -> Path:
 def values_dir() -> Path:
     """Folder of evaluated value tables, one parquet file per zoo."""
     return genbench_home() / "values"
+
+
+def values_path(zoo_name: str, *, source: str = "the zoo's manifest (zoo.json)") -> Path:
+    """Default place of a zoo's value table: $GENBENCH_HOME/values/<zoo>.parquet; a zoo name that is not a plain file
+    name (`plain_name`) is refused."""
+    return values_dir() / f"{plain_name(zoo_name, what='zoo name', source=source)}.parquet"
 
 
 def results_dir() -> Path:

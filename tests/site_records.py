@@ -179,3 +179,42 @@ def make_ablation() -> dict[str, pd.DataFrame]:
                        row("Jacobian+log", "margin.jacobian_log", 0.30, float("nan"), 5.1, (0.42, None, 5.0))])
     t4 = pd.DataFrame([row("input", "margin.input", 0.7, 0.66, 3.0, (0.77, 0.73, 3.1))])
     return {"Table 1": t1, "Table 4": t4}
+
+
+BIG_ZOO = "mnist1d-wide"
+LONG_TITLE = ("Spectral gap of the layer-wise Hessian, normalised by the margin of the training set and averaged over "
+              "the last three layers")
+CITATIONS = ("Jiang, Neyshabur, Mobahi, Krishnan and Bengio 2020, Fantastic generalization measures and where to "
+             "find them (ICLR)", "Neyshabur, Tomioka and Srebro 2015, Norm-based capacity control in neural networks",
+             "Bartlett, Foster and Telgarsky 2017, Spectrally-normalized margin bounds for neural networks",
+             "Keskar et al. 2017", "Dziugaite and Roy 2017, Computing nonvacuous generalization bounds for deep "
+             "(stochastic) neural networks with many more parameters than training data")
+BIG_NAMES = ("margin.qrt_log", "margin.h1", "margin.h2", "margin.spectral_log", "margin.jacobian_log",
+             "margin.input", "norm.fro_prod", "norm.fro_sum", "norm.path", "norm.path_margin", "norm.spec_prod",
+             "norm.spec_sum", "norm.spec_orig_margin", "pacbayes.flatness", "pacbayes.mag_flatness", "pacbayes.init",
+             "pacbayes.orig", "sharpness.flatness", "init.dist_fro", "init.dist_spec", "output.entropy",
+             "layer.utilization_all", "pgdl.dbi_mixup", "gradient_noise_scale")
+VERDICTS = ("robust", "fragile-value; inconclusive: trend, scaling", "inconclusive", "fragile-value, fragile-trend")
+
+
+def make_many_records(n: int = len(BIG_NAMES)) -> list[dict[str, Any]]:
+    """A zoo of `n` measures (long citations, a long submission title, every kind of badge), one baseline row and
+    one alias: the page's layout at full size."""
+    gap = gaps(96, 21)
+    scores = {"adj_r2": 0.4, "tau": 0.5, "psi": 0.3, "cmi": 0.12}
+    out = []
+    for i, name in enumerate(BIG_NAMES[:n]):
+        verdict = VERDICTS[i % len(VERDICTS)]
+        kw: dict[str, Any] = {"citation": CITATIONS[i % len(CITATIONS)], "extra": {**scores, "tau": 0.7 - i / 50},
+                              "notes": [SIGN_ERROR_NOTE], "kind": "signature" if i % 5 == 0 else "scalar",
+                              "audit": _audit(verdict, 0.6 if "value" in verdict else 0.1, 0.2,
+                                              [["trend", "no learning curves"]] if "inconclusive" in verdict else None)}
+        if name == "gradient_noise_scale":  # a submission: its folder, its measure, a long title
+            kw["submission"] = {"title": LONG_TITLE, "authors": ["A. Author"], "contact": "a@example.org",
+                                "paper_url": "https://arxiv.org/abs/1812.06162", "licence": "MIT",
+                                "entry": "gradnoise.noise_scale_log"}
+        out.append(_entry(name, BIG_ZOO, gap, 0.25 + 0.04 * i, 100 + i, **kw))
+    out.append(_entry("baseline.hparams", BIG_ZOO, gap, 0.6, 99, baseline=True, citation=BASELINE_CITATION,
+                      extra=scores, notes=[SIGN_ERROR_NOTE]))
+    out.append({**out[6], "name": "norm.fro_sum_copy", "measure": "norm.fro_sum_copy"})  # an alias of norm.fro_prod
+    return out

@@ -214,6 +214,28 @@ def test_zoo_round_trips_through_the_loopback_hub(published, hub, hub_env, digit
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == digits_zoo.model_ids
 
 
+def test_a_record_made_on_a_hub_zoo_is_verified_from_the_hub(published, hub_env, tmp_path):
+    """Issue 18: a record made from an hf:// zoo names its repository and commit, and verify downloads that commit
+    (before, it passed the revision with the bare zoo name, which load_zoo refuses)."""
+    from genbench.leaderboard.records import run_entry
+    from genbench.leaderboard.schema import Record, write_record
+    from genbench.leaderboard.verify import verify_record
+    _, pushed = published
+    zoo = gb.load_zoo(f"hf://{REPO}")
+    rec = Record(run_entry("norm.params", zoo, audit_zoo=None, n_boot=50, cache=False))
+    assert rec.zoo["repo"] == REPO and rec.zoo_revision == pushed.commit
+    assert rec.zoo_source() == (f"hf://{REPO}", pushed.commit)
+    path = write_record(rec, tmp_path / "results")
+    shutil.rmtree(hub_env)  # nothing local: verify must fetch the recorded commit again
+    v = verify_record(path)
+    assert v.ok, (v.problems, v.differences[:3])
+    assert any(p.name == pushed.commit for p in hub_env.rglob("*") if p.is_dir())
+    planted = json.loads(path.read_text())
+    planted["scores"]["values"]["kfold_r2"] += 0.1
+    path.write_text(json.dumps(planted))
+    assert [d[0] for d in verify_record(path).differences] == ["scores.values.kfold_r2"]
+
+
 def test_partial_download_holds_only_the_chosen_models(published, hub_env, digits_zoo, tmp_path):
     wanted = [m for m in digits_zoo.model_ids if m.startswith("w16_bn0_")] + ["w32_bn1_ln0.3_s2"]
     result = runner.invoke(app, ["zoo", "download", REPO, "--models", "w16_bn0_*", "--models", "w32_bn1_ln0.3_s2"])

@@ -21,7 +21,8 @@ def records_dir(digits_zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     for name in ("norm.fro_prod", "norm.params"):
         write_record(run_entry(name, digits_zoo, audit_zoo=None, n_boot=50), root)
-    write_record(failure_record("broken.entry", "norm.params", digits_zoo, "ZeroDivisionError: on purpose"), root)
+    # a built-in's record is named by its measure, as `leaderboard run` names it
+    write_record(failure_record("broken.entry", "broken.entry", digits_zoo, "ZeroDivisionError: on purpose"), root)
     return root
 
 
@@ -96,8 +97,9 @@ def test_terminal_table_keeps_names_and_intervals_whole_at_any_width(records_dir
     row = next(line for line in out.output.splitlines() if "norm.fro_prod " in line)
     rec = next(r for _, r in leaderboard_table(load_records(records_dir)).iterrows() if r["entry"] == "norm.fro_prod")
     assert f"{rec['kfold_r2']:.2f} [{rec['kfold_r2_lo']:.2f}, {rec['kfold_r2_hi']:.2f}]" in row
-    assert ("citation" in out.output) == (width >= cli.WIDE_TABLE)
-    assert ("--format markdown" in out.output) == (width < cli.WIDE_TABLE)
+    head = next(line for line in out.output.splitlines() if line.split()[:3] == ["rank", "group", "entry"])
+    assert "k-fold R2 [95%]" in head and ("citation" in head) == (width == 200)  # every column where they fit
+    assert ("--format markdown or csv gives them all" in " ".join(out.output.split())) == (width == 80)
 
 
 @pytest.mark.parametrize("sort", ["cmi_pgdl", "sign_error_p90", "sign_error_mean"])
@@ -111,7 +113,7 @@ def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table
     monkeypatch.setattr(cli.console, "width", 80)
     out = CliRunner().invoke(app, ["leaderboard", "--results", str(tmp_path), "--sort", sort])
     assert out.exit_code == 0, out.output
-    assert f"{sort} [95%]" in out.output and max(len(line) for line in out.output.splitlines()) <= 80
+    assert f"{score_spec(sort).ascii} [95%]" in out.output and max(len(line) for line in out.output.splitlines()) <= 80
     rows = {line.split()[2]: line for line in out.output.splitlines() if line.split()[2:3] in (["a"], ["b"])}
     assert "0.12 [0.05, 0.20]" in rows["a"] and "0.30 [0.25, 0.41]" in rows["b"]
     best = "a" if score_spec(sort).lower_is_better else "b"
@@ -238,10 +240,10 @@ def test_leaderboard_shows_shipped_and_local_records_together_and_failed_ones_ap
     assert out.exit_code == 0, out.output
     index = (tmp_path / "site" / "index.html").read_text()
     table, _, after = index.partition("</table>")
-    assert 'data-name="norm.fro_prod"' in table and 'data-name="broken.entry"' not in table
-    fro_row = table[table.index('data-name="norm.fro_prod"'):].split("</tr>")[0]
-    params_row = table[table.index('data-name="norm.params"'):].split("</tr>")[0]
-    assert "badge-local" in fro_row and "badge-local" not in params_row
+    rows = {tr.split('data-name="')[1].split('"')[0]: tr.split("</tr>")[0] for tr in table.split("<tr ")[1:]
+            if 'data-name="' in tr}
+    assert sorted(rows) == ["norm.fro_prod", "norm.params"]  # the failed one is not in the table
+    assert "badge-local" in rows["norm.fro_prod"] and "badge-local" not in rows["norm.params"]
     failed = after[after.index('class="failed-entries"'):]
     assert 'data-name="broken.entry"' in failed and "ZeroDivisionError: on purpose" in failed
 
@@ -326,7 +328,7 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
     assert row.replace("\u2502", " ").split()[:3] == ["-", "-", "norm.fro_sum"] and "unranked: partial" in row
 
     index = write_site(records, tmp_path / "site").read_text()
-    tr = next(t for t in index.split("<tr ") if 'data-name="norm.fro_sum"' in t)
+    tr = next(t for t in (t.split("</tr>")[0] for t in index.split("<tr ")[1:]) if 'data-name="norm.fro_sum"' in t)
     assert tr.startswith('class="partial') and "badge-partial" in tr
     assert "Unranked: partial zoo (12 of 24 models): its scores describe only the models the zoo held" in tr
     assert "2 ranked entries" in index and "1 unranked: scored on a partial zoo" in index
@@ -512,13 +514,13 @@ def test_terminal_marks_the_baseline_hides_never_valued_columns_and_footnotes_re
            "leader contains 0" in text
     assert "a measure below baseline.hparams adds nothing the training recipe did not say" in text
     assert text.count("adds nothing the training recipe") == 1  # said once
-    if width >= cli.WIDE_TABLE:
+    if width == 200:
         assert "sign-err" not in out.output.split("not shown")[0]  # no column for a score never valued here
         assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error: none of" in text
         assert "\u2014[1]" in " ".join(rows["large_noise"]) and f"\u2014[1] refused: {ADJ_REFUSAL}" in text
         assert "0.80 " in " ".join(rows["small_noise"]) + " " and "0.80 [" not in out.output  # no interval: none
     else:
-        assert "kfold_r2 [95%]" in out.output
+        assert "k-fold R2 [95%]" in out.output and "kfold_r2 [95%]" not in out.output  # the labels of every width
 
 
 def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers(view_dir):
@@ -538,7 +540,7 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     rows = json.loads(runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "json"]).stdout)
     assert [r["baseline"] for r in rows] == [False, False, True] and rows[2]["rank"] is None
     md = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "markdown"]).stdout
-    assert md.startswith("| zoo") and "sign_error_worst" not in md.split("\n\n")[0]
+    assert md.startswith("| zoo") and not {"sign_error_worst", "sign-err"} & set(md.split("\n\n")[0].split())
     row = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| z ")}
     assert row["baseline.hparams"].split("|")[2].strip() == "base"
     assert "small_noise (also: small_noise_copy)" in row
@@ -546,6 +548,134 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error" in md
     assert "group: entries whose paired 95% bootstrap interval of the k-fold R^2 difference" in md
     assert md.count("adds nothing the training recipe did not say") == 1
+
+
+# ---------------------------------------------------------------- one set of labels, whole text, one naming rule
+
+
+@pytest.fixture()
+def site_dir(tmp_path):
+    """The site tests' records (two zoos, a submission, a baseline, an alias, a failure, long notes)."""
+    from site_records import make_records
+
+    for r in make_records():
+        write_record(r, tmp_path)
+    return tmp_path
+
+
+def _board(results, width, monkeypatch, *args):
+    import genbench.cli as cli
+
+    monkeypatch.setattr(cli.console, "width", width)
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(results), *args])
+    assert out.exit_code == 0, out.output
+    return out.output
+
+
+def _headers(output):
+    """The column labels of each table the terminal printed."""
+    import re
+
+    return [re.split(r"\s{2,}", line.strip()) for line in output.splitlines()
+            if line.split()[:2] == ["rank", "group"] or line.split() == ["entry", "mean", "rank", "zoos"]]
+
+
+def test_terminal_labels_are_the_same_at_every_width_and_long_text_wraps_whole(site_dir, monkeypatch):
+    from site_records import FAIL_REASON, SIGN_ERROR_NOTE
+
+    widest = _board(site_dir, 260, monkeypatch)
+    labels = {label for head in _headers(widest) for label in head}
+    assert {"rank", "group", "entry", "submission", "k-fold R2 [95%]", "adj R2 [95%]", "tau", "kind", "fragility",
+            "citation"} <= labels
+    for width in (80, 100, 120, 160, 200):
+        out = _board(site_dir, width, monkeypatch)
+        heads = _headers(out)
+        assert heads and all(set(head) <= labels for head in heads), (width, heads)  # a subset, never other names
+        assert all(head[:3] == ["rank", "group", "entry"] and "k-fold R2 [95%]" in head for head in heads[:2])
+        lines = out.splitlines()
+        assert max(len(line) for line in lines) <= width
+        text = " ".join(out.split())
+        assert {"fragile-value,", "fragile-trend"} <= set(out.split()) and "value," not in out.split()  # whole
+        for whole in (SIGN_ERROR_NOTE, FAIL_REASON):  # notes and reasons wrap; nothing is cut, no word split
+            assert whole in text, (width, whole)
+            assert set(whole.split()) <= set(out.split()), width
+        notes = [line for line in lines if line.startswith("  ") and not line.strip().startswith(("1", "2", "base"))]
+        assert all(len(line) <= width for line in notes)
+
+
+def test_markdown_and_csv_carry_every_column_with_intervals_and_citations(site_dir, monkeypatch):
+    from genbench.leaderboard.schema import Record
+    from site_records import make_records
+
+    import genbench.cli as cli
+
+    monkeypatch.setattr(cli.console, "width", 80)
+    runner = CliRunner()
+    md = runner.invoke(app, ["leaderboard", "--results", str(site_dir), "--format", "markdown"]).stdout
+    csv = pd.read_csv(io.StringIO(runner.invoke(app, ["leaderboard", "--results", str(site_dir), "--format",
+                                                      "csv"]).stdout), keep_default_na=False)
+    assert "--format markdown or csv gives them all" in " ".join(_board(site_dir, 80, monkeypatch).split())
+    wide = {label for head in _headers(_board(site_dir, 260, monkeypatch)) for label in head}
+    tables = [[c.strip() for c in part.splitlines()[0].strip("|").split("|")] for part in md.split("\n\n")
+              if part.startswith("| zoo")]
+    md_labels = {c for t in tables for c in t}
+    for label in wide - {"mean rank", "zoos"}:  # every column the terminal shows, with its interval
+        assert any(m == label or m == f"{label} [95%]" for m in md_labels), label
+    cells = {}
+    for part, head in zip((p for p in md.split("\n\n") if p.startswith("| zoo")), tables):
+        for line in part.splitlines()[2:]:
+            if line.startswith("| "):
+                row = [c.strip() for c in line.strip().strip("|").split("|")]
+                cells[(row[0], row[3].split(" (also")[0])] = dict(zip(head, row))
+    for rec in map(Record, make_records()):
+        if not rec.ok or rec.name == "norm.fro_sum":  # the alias is shown as norm.fro_prod
+            continue
+        entry = rec.measure
+        got = cells[(rec.zoo_name, entry)]
+        v, (lo, hi) = rec.score("kfold_r2"), rec.interval("kfold_r2")
+        assert got["k-fold R2 [95%]"] == f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+        assert got["citation"] == rec.citation
+        row = csv[(csv["zoo"] == rec.zoo_name) & (csv["entry"] == entry)].iloc[0]
+        assert row["citation"] == rec.citation
+        assert (float(row["kfold_r2_lo"]), float(row["kfold_r2_hi"])) == pytest.approx((lo, hi))
+        for k in ("adj_r2", "tau"):
+            if rec.score(k) is not None and rec.interval(k)[0] is not None:
+                assert (float(row[f"{k}_lo"]), float(row[f"{k}_hi"])) == pytest.approx(rec.interval(k))
+                assert got[f"{score_spec(k).ascii} [95%]"].endswith(
+                    f"[{rec.interval(k)[0]:.3f}, {rec.interval(k)[1]:.3f}]")
+
+
+def test_entries_are_named_by_their_measure_with_the_submission_folder_beside_them_in_every_view(site_dir, tmp_path,
+                                                                                                monkeypatch):
+    from genbench.leaderboard import write_site
+    from site_records import ZOO1, make_records
+
+    for width in (80, 260):
+        out = _board(site_dir, width, monkeypatch)
+        rows = {line.split()[2]: line.split() for line in out.splitlines() if line.split()[:1] == ["2"]}
+        assert "spectral_gap.value" in rows and "spectral_gap" not in rows  # the measure, not the folder
+        if width == 260:
+            assert rows["spectral_gap.value"][3:5] == ["*", "spectral_gap"]  # local; the folder beside it
+        text = " ".join(out.split())
+        assert "hangs.value * (submission hangs): timed out" in text
+        assert "spectral_gap.value * 2.00 1" in text  # the mean rank across zoos names it the same way
+    csv = pd.read_csv(io.StringIO(CliRunner().invoke(app, ["leaderboard", "--results", str(site_dir), "--format",
+                                                           "csv"]).stdout), keep_default_na=False)
+    z1 = csv[csv["zoo"] == ZOO1].set_index("entry")
+    assert z1.loc["spectral_gap.value", "submission"] == "spectral_gap" and z1.loc["hangs.value", "submission"] == \
+        "hangs"
+    assert z1.loc["norm.path", "submission"] == "" and "spectral_gap" not in z1.index
+    md = CliRunner().invoke(app, ["leaderboard", "--results", str(site_dir), "--format", "markdown"]).stdout
+    assert any("| spectral_gap.value " in line and "| spectral_gap " in line for line in md.splitlines())
+    assert "failed: hangs.value (submission hangs): timed out" in md
+
+    index = write_site(make_records(), tmp_path / "site").read_text()
+    row = next(t for t in (t.split("</tr>")[0] for t in index.split("<tr ")[1:]) if 'data-name="spectral_gap"' in t)
+    assert ">spectral_<wbr>gap.<wbr>value</a>" in row and '<span class="folder">spectral_gap</span>' in row
+    page = (tmp_path / "site" / "entries" / ZOO1 / "spectral_gap.html").read_text()
+    assert '<h1 id="entry-name">spectral_gap.value</h1>' in page and "submissions/spectral_gap" in page
+    failed = index[index.index('class="failed-entries"'):]
+    assert ">hangs.value</a>" in failed and "(submission hangs)" in failed
 
 
 def test_baselines_are_left_out_of_the_mean_rank_across_zoos():

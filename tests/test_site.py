@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from genbench.leaderboard.site import MARKER, write_site
-from site_records import (ADJ_REFUSAL, FAIL_REASON, SCR_THRESHOLD, SIGN_ERROR_NOTE, XSS_TITLE, ZOO1, ZOO2,
-                          make_ablation, make_records)
+from site_records import (ADJ_REFUSAL, BIG_ZOO, CITATIONS, FAIL_REASON, LONG_TITLE, SCR_THRESHOLD, SIGN_ERROR_NOTE,
+                          XSS_TITLE, ZOO1, ZOO2, make_ablation, make_many_records, make_records)
 
 ALIASES = {"norm.fro_sum"}  # shown as norm.fro_prod, not in a row of their own
 PWN_MARKER = "window.__pwned = 'untouched';"
@@ -49,6 +49,12 @@ def site(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]
     """The site written once for every browser test; its index.html."""
     out = tmp_path_factory.mktemp("site") / "html"
     return write_site(records, out, ablation=make_ablation(), title="test leaderboard")
+
+
+@pytest.fixture(scope="module")
+def big_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site of one zoo with 24 measures, a baseline row and an alias (long citations, a long submission title)."""
+    return write_site(make_many_records(), tmp_path_factory.mktemp("big") / "html", title="test leaderboard")
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +312,7 @@ def test_index_marks_baselines_states_the_group_rule_hides_empty_columns_and_mar
     assert mark.text == "baseline" and "adds nothing the training recipe did not say" in mark.get_attribute("title")
     note = driver.find_element(By.ID, "baseline-note").text
     assert "a measure below baseline.hparams adds nothing the training recipe did not say" in note
-    caption = driver.find_element(By.CSS_SELECTOR, f"{table} caption").text
+    caption = driver.find_element(By.ID, f"table-{ZOO1}-note").text  # the table's note, below it
     assert ("group: entries whose paired 95% bootstrap interval of the k-fold R\u00b2 difference with the group's "
             "leader contains 0") in caption
     heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, f"{table} thead th")]
@@ -350,3 +356,184 @@ def test_entry_page_shows_spread_transform_signed_cmi_aliases_refusals_and_missi
     load(driver, (entries / "baseline.hparams.html").as_uri())
     assert "adds nothing the training recipe did not say" in driver.find_element(By.ID, "baseline").text
     assert "none (a baseline row)" in driver.find_element(By.ID, "record").text
+
+
+# ---------------------------------------------------------------- layout at two screen sizes, chart, columns
+
+
+def viewport(drv: Any, width: int, height: int) -> None:
+    """Make the page's viewport exactly width x height CSS pixels."""
+    for _ in range(3):
+        outer, inner = drv.get_window_size(), drv.execute_script("return [window.innerWidth, window.innerHeight]")
+        if inner == [width, height]:
+            return
+        drv.set_window_size(width + max(outer["width"] - inner[0], 0), height + max(outer["height"] - inner[1], 0))
+    assert drv.execute_script("return [window.innerWidth, window.innerHeight]") == [width, height]
+
+
+@pytest.fixture()
+def screen(driver: Any) -> Iterator[Any]:
+    """The driver, given back at 1400x1000 with no hidden columns, whatever a test did to it."""
+    yield driver
+    viewport(driver, 1400, 1000)
+    driver.execute_script("window.localStorage.clear()")
+
+
+def rows_in_first_screen(drv: Any) -> int:
+    """How many rows of the leaderboard tables lie wholly within the viewport, the page scrolled to its top."""
+    return drv.execute_script("""
+        window.scrollTo(0, 0);
+        return Array.prototype.filter.call(document.querySelectorAll('table.leaderboard tbody tr'), function (tr) {
+          var b = tr.getBoundingClientRect();
+          return b.height > 0 && b.top >= 0 && b.bottom <= window.innerHeight;
+        }).length;""")
+
+
+def chart_names(drv: Any, zoo_table: str) -> list[str]:
+    """The entries of the shown marks of a table's overview chart, left to right as drawn."""
+    return drv.execute_script("""
+        var fig = document.querySelector('figure.overview[data-table="' + arguments[0] + '"]');
+        var marks = Array.prototype.filter.call(fig.querySelectorAll('svg.mark'), function (m) {
+          return getComputedStyle(m).display !== 'none'; });
+        marks.sort(function (a, b) { return a.getBoundingClientRect().left - b.getBoundingClientRect().left; });
+        return marks.map(function (m) { return m.getAttribute('data-name'); });""", zoo_table)
+
+
+def test_at_1400x1000_a_screen_holds_at_least_15_entries_on_one_line_each(screen: Any, big_site: Path,
+                                                                          tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    viewport(screen, 1400, 1000)
+    load(screen, big_site.as_uri())
+    rows = screen.find_elements(By.CSS_SELECTOR, "table.leaderboard tbody tr")
+    assert len(rows) >= 20
+    assert rows_in_first_screen(screen) >= 15  # the chart above the table included
+    heights = sorted(r.rect["height"] for r in rows)
+    assert heights[len(heights) // 2] <= 34  # one line for a typical row ...
+    assert heights[-1] <= 64  # ... and never more than two (an entry with its aliases or badges beneath)
+    cites = screen.find_elements(By.CSS_SELECTOR, 'table.leaderboard td[data-col="citation"] .clip')
+    assert {c.get_attribute("title") for c in cites} >= set(CITATIONS)  # whole on hover ...
+    assert all(c.rect["height"] <= 24 and 100 <= c.rect["width"] <= 200 for c in cites)  # ... one clipped line
+    sub = screen.find_element(By.CSS_SELECTOR, 'tr[data-name="gradient_noise_scale"] td[data-col="submission"]')
+    assert LONG_TITLE in sub.find_element(By.CSS_SELECTOR, ".clip").get_attribute("title")
+    wrap = screen.execute_script("var w = document.querySelector('.table-wrap'); return [w.scrollWidth, w.clientWidth]")
+    assert wrap[0] <= wrap[1]  # every column fits at this width: no sideways scrolling
+    shot = tmp_path / "index-1400x1000.png"
+    assert screen.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_at_400_px_rank_group_entry_and_kfold_show_and_the_rest_scrolls_in_its_frame(screen: Any, big_site: Path,
+                                                                                        site: Path,
+                                                                                        tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    viewport(screen, 400, 900)
+    pages = [site, big_site, *(site.parent / "entries" / ZOO1).glob("*.html"),
+             *list((big_site.parent / "entries" / BIG_ZOO).glob("*.html"))[:3]]
+    for page in pages:
+        load(screen, page.as_uri())
+        outside = screen.execute_script("""
+            var w = document.documentElement.clientWidth, bad = [];
+            document.querySelectorAll('body *').forEach(function (e) {
+              var b = e.getBoundingClientRect();
+              if (b.width > 0 && b.right > w + 1 && !e.closest('.table-wrap, .overview-scroll, pre'))
+                bad.push(e.tagName.toLowerCase() + '.' + e.getAttribute('class'));
+            });
+            return [document.documentElement.scrollWidth - w, bad];""")
+        assert outside == [0, []], page  # no sideways overflow of the page: only inside a scroll frame
+    load(screen, big_site.as_uri())
+    table = "table.leaderboard"
+    for col in ("rank", "group", "entry", "kfold_r2"):
+        th = screen.find_element(By.CSS_SELECTOR, f'{table} th[data-col="{col}"]')
+        assert th.rect["x"] >= 0 and th.rect["x"] + th.rect["width"] <= 400, col
+    first = screen.find_element(By.CSS_SELECTOR, f"{table} tbody tr")
+    kfold = first.find_element(By.CSS_SELECTOR, 'td[data-col="kfold_r2"]')
+    assert kfold.rect["x"] + kfold.rect["width"] <= 400 and "[" in kfold.text  # the value with its interval
+    wrap = screen.find_element(By.CSS_SELECTOR, ".table-wrap")
+    assert screen.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", wrap)
+    cite = first.find_element(By.CSS_SELECTOR, 'td[data-col="citation"]')
+    assert cite.rect["x"] > 400  # off screen ...
+    screen.execute_script("arguments[0].scrollLeft = arguments[0].scrollWidth", wrap)
+    assert 0 <= cite.rect["x"] and cite.rect["x"] + cite.rect["width"] <= 400  # ... and reachable by scrolling
+    assert rows_in_first_screen(screen) >= 5
+    shot = tmp_path / "index-400x900.png"
+    assert screen.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_overview_chart_has_one_mark_per_entry_ordered_like_the_table(screen: Any, big_site: Path,
+                                                                          site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(screen, big_site.as_uri())
+    tid = f"table-{BIG_ZOO}"
+    fig = screen.find_element(By.CSS_SELECTOR, f'figure.overview[data-table="{tid}"]')
+    svg = fig.find_element(By.CSS_SELECTOR, "svg.overview-marks")
+    assert svg.rect["width"] > 1000 and svg.rect["height"] >= 150
+    names = visible_names(screen, BIG_ZOO)
+    assert chart_names(screen, tid) == names  # one mark per row, in the ranking's order
+    marks = {m.get_attribute("data-name"): m for m in svg.find_elements(By.CSS_SELECTOR, "svg.mark")}
+    assert len(marks) == len(names) and len(svg.find_elements(By.CSS_SELECTOR, "svg.mark .pt")) == len(names)
+    base = marks["baseline.hparams"]
+    assert "baseline" in base.get_attribute("class").split() and base.find_element(By.CSS_SELECTOR, "path.pt")
+    assert base.find_element(By.CSS_SELECTOR, "text.rank").text == "base"
+    assert svg.find_elements(By.CSS_SELECTOR, "line.reference")  # the baseline's value across the chart
+    top = marks[names[0]]
+    tip = top.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    row = screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{names[0]}"] td[data-col="kfold_r2"]').text
+    assert tip.startswith(f"rank 1 \u00b7 {names[0]}: k-fold R\u00b2") and row.split()[0] in tip and \
+        " ".join(row.split()[1:]) in tip  # the value and its interval, as the table shows them
+    assert top.find_element(By.CSS_SELECTOR, "line.ci").get_attribute("y1") != \
+        top.find_element(By.CSS_SELECTOR, "line.ci").get_attribute("y2")
+    groups = [screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] td[data-col="group"]').text for n in names]
+    starts = [n for n in names if "run-start" in marks[n].get_attribute("class").split()]
+    assert len(starts) == len(set(groups)) - 1  # a boundary where each rank group begins
+    seps = screen.execute_script("""return Array.prototype.map.call(arguments[0].querySelectorAll('svg.mark'),
+        function (m) { return getComputedStyle(m.querySelector('line.gsep')).display !== 'none'; });""", svg)
+    assert sum(seps) == len(starts)  # drawn there only
+
+    header(screen, BIG_ZOO, "Entry").click()  # sorted by another column: the chart follows
+    assert chart_names(screen, tid) == visible_names(screen, BIG_ZOO) == sorted(names, key=lambda n: n.lower())
+    header(screen, BIG_ZOO, "Kendall").click()
+    assert chart_names(screen, tid) == visible_names(screen, BIG_ZOO) != names
+    box = screen.find_element(By.CSS_SELECTOR, f'input.row-filter[data-table="{tid}"]')
+    box.send_keys("pacbayes")  # filtered: the chart narrows
+    assert chart_names(screen, tid) == visible_names(screen, BIG_ZOO) and len(chart_names(screen, tid)) == 4
+
+    load(screen, site.as_uri())  # one chart per zoo
+    for zoo in (ZOO1, ZOO2):
+        assert chart_names(screen, f"table-{zoo}") == visible_names(screen, zoo)
+
+
+def test_a_reader_hides_columns_and_the_page_remembers(screen: Any, big_site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    def shown(col: str) -> list[bool]:
+        cells = screen.find_elements(By.CSS_SELECTOR, f'table.leaderboard [data-col="{col}"]')
+        return [c.is_displayed() for c in cells]
+
+    load(screen, big_site.as_uri())
+    width = screen.find_element(By.CSS_SELECTOR, "table.leaderboard").rect["width"]
+    assert all(shown("citation")) and all(shown("kind"))
+    menu = screen.find_element(By.CSS_SELECTOR, "details.columns")
+    menu.find_element(By.TAG_NAME, "summary").click()
+    boxes = {b.get_attribute("data-col"): b for b in menu.find_elements(By.CSS_SELECTOR, "input[type=checkbox]")}
+    assert {"kfold_r2", "kind", "fragility", "submission", "citation"} <= set(boxes)
+    assert not {"rank", "group", "entry"} & set(boxes)  # those always show
+    boxes["citation"].click()
+    boxes["kind"].click()
+    assert not any(shown("citation")) and not any(shown("kind")) and len(shown("citation")) == 26  # th + 25 rows
+    assert all(shown("fragility"))
+    assert screen.find_element(By.CSS_SELECTOR, "table.leaderboard").rect["width"] <= width
+    load(screen, big_site.as_uri())  # remembered
+    assert not any(shown("citation")) and not any(shown("kind")) and all(shown("submission"))
+    menu = screen.find_element(By.CSS_SELECTOR, "details.columns")
+    menu.find_element(By.TAG_NAME, "summary").click()
+    box = menu.find_element(By.CSS_SELECTOR, 'input[data-col="citation"]')
+    assert not box.is_selected()
+    box.click()
+    assert all(shown("citation")) and not any(shown("kind"))
+    header(screen, BIG_ZOO, "k-fold").click()  # sorting with a hidden column still sorts by the right cells
+    names = visible_names(screen, BIG_ZOO)
+    kf = [float(screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] td[data-col="kfold_r2"] .v').text)
+          for n in names]
+    assert kf == sorted(kf, reverse=True)

@@ -1,5 +1,6 @@
-"""genbench submit: the submission format is checked field by field, the entry runs in a child process,
-and every way submitted code can go wrong becomes a failure record while the harness carries on."""
+"""genbench submit: the submission format is checked field by field, the entry's values are computed in the
+sandboxed worker (unsandboxed where bubblewrap cannot run here), and every way submitted code can go wrong
+becomes a failure record while the harness carries on. The planted escapes are in test_sandbox.py."""
 from __future__ import annotations
 
 import json
@@ -16,10 +17,13 @@ from genbench.errors import GenbenchError
 from genbench.measures import get_measure, register_measure
 from genbench.measures.registry import unregister_measure, wrap_measure
 from genbench.submit import load_submission, submit, supervise
+from genbench.submit.sandbox import sandbox_problem
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "submissions" / "_template"
-FAST = dict(audit_zoo=None, n_boot=20, budget_s=30, device="cpu")
+SANDBOXED = sandbox_problem() is None  # elsewhere the same tests run the worker unsandboxed
+FAST = dict(audit_zoo=None, n_boot=20, budget_s=30, device="cpu", unsandboxed=not SANDBOXED)
+CLI_SANDBOX = [] if SANDBOXED else ["--unsandboxed"]
 YAML = {"title": "t", "authors": ["A. Author"], "contact": "a@example.org", "paper_url": None,
         "licence": "MIT", "entry": "bad.entry", "zoos": ["digits-mlp"]}
 
@@ -97,18 +101,17 @@ def test_unparsable_yaml_and_missing_files_are_refused(tmp_path):
         load_submission(folder / "measure.py")
 
 
-def test_events_glued_to_output_without_a_newline_are_still_read():
+def test_the_workers_output_is_shown_never_parsed():
+    """Lines that look like the old stdout protocol are the submission's output like any other: they change no
+    clock and no stage (the results come on a channel of their own)."""
+    import collections
     import io
 
-    child = supervise._Child()
-    seen = []
-    stream = io.BytesIO(b'progress 50%\r@@genbench {"call": "start"}\n'
-                        b'no newline@@genbench {"stage": "scoring", "zoo": "z"}\n'
-                        b'@@genbench {"call": "end"}\nplain\n')
-    supervise._pump(stream, child, lambda text, kind: seen.append((kind, text)))
-    assert child.call_started is None and child.stage == "scoring on z"  # the end of the call was not lost
-    assert list(child.tail) == ["progress 50%\r", "no newline", "plain"]
-    assert ("stage", "[z] scoring") in seen
+    tail, seen = collections.deque(maxlen=30), []
+    stream = io.BytesIO(b'progress 50%\r@@genbench {"call": "start"}\n@@genbench {"call": "end"}\nplain\n')
+    supervise._pump(stream, tail, lambda text, kind: seen.append((kind, text)))
+    assert list(tail) == ['progress 50%\r@@genbench {"call": "start"}', '@@genbench {"call": "end"}', "plain"]
+    assert {kind for kind, _ in seen} == {"output"}
 
 
 def test_wrap_measure_puts_a_guard_around_every_call_and_keeps_the_metadata():
@@ -138,12 +141,23 @@ def test_wrap_measure_puts_a_guard_around_every_call_and_keeps_the_metadata():
         unregister_measure("wraptest.const")
 
 
+def running_with(marker: str) -> list[int]:
+    """Processes whose command line holds `marker`."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
 def test_processes_the_measure_starts_do_not_outlive_the_submission(tmp_path, digits_zoo):
-    pid_file = tmp_path / "grandchild.pid"
+    marker = "1234.567"  # sleep's argument: how the processes are found afterwards
     folder = make_submission(tmp_path, "spawner", f"""
         import subprocess
-        child = subprocess.Popen(["sleep", "120"])
-        open({str(pid_file)!r}, "w").write(str(child.pid))
+        child = subprocess.Popen(["sleep", "{marker}"])
 
         @gb.register_measure("sub.spawner")
         def spawner(ctx):
@@ -151,28 +165,24 @@ def test_processes_the_measure_starts_do_not_outlive_the_submission(tmp_path, di
         """, entry="sub.spawner")
     rec = run_one(folder, tmp_path / "r")
     assert rec["status"] == "ok", rec["failure"]
-    pid = int(pid_file.read_text())
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        state = "gone"
-    assert state in ("gone", "Z")  # killed (a zombie until its new parent reaps it)
+    left = [pid for pid in running_with(marker) if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            != "Z"]  # killed (a zombie until its new parent reaps it)
+    assert not left
 
 
-def test_reading_test_data_at_import_is_caught(tmp_path, digits_zoo):
+def test_the_zoos_are_not_there_at_import(tmp_path, digits_zoo):
+    """The worker's GENBENCH_HOME is empty (and in the sandbox the zoos' folders do not exist): a zoo cannot even be
+    opened by name."""
     folder = make_submission(tmp_path, "early_peek", """
         zoo = gb.load_zoo("digits-mlp")
-        try:
-            zoo.test_data(zoo.model_ids[0])
-        except PermissionError:
-            pass
 
         @gb.register_measure("sub.early_peek")
         def early_peek(ctx):
             return 1.0
         """, entry="sub.early_peek")
     rec = run_one(folder, tmp_path / "r")
-    assert rec["status"] == "failed" and "read test data at import: Zoo.test_data" in rec["failure"]
+    assert rec["status"] == "failed" and rec["failure"].startswith("measure.py raised at import (measure.py line 3): "
+                                                                   "GenbenchError: unknown zoo 'digits-mlp'")
 
 
 def test_settings_that_cannot_work_are_refused_before_the_worker_starts(tmp_path, digits_zoo):
@@ -204,7 +214,7 @@ def test_unknown_zoo_and_builtin_entry_are_refused_before_anything_runs(tmp_path
 def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_path, digits_zoo):
     results = tmp_path / "results"
     out = CliRunner().invoke(app, ["submit", str(TEMPLATE), "--zoo", "digits-mlp", "--results", str(results),
-                                   "--no-audit", "--n-boot", "20", "--budget-s", "30", "--device", "cpu"])
+                                   "--no-audit", "--n-boot", "20", "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX])
     assert out.exit_code == 0, out.output
     assert "conformance suite passed" in out.output and "adj R2" in out.output and "k-fold R2" in out.output
     path = results / "digits-mlp" / "_template.json"
@@ -220,7 +230,8 @@ def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_pa
     prov = rec["provenance"]
     for key in ("genbench_version", "git_commit", "measure_source_hash", "device", "seconds", "date", "command"):
         assert key in prov
-    assert prov["command"].startswith("genbench submit ") and prov["command"].endswith("--zoo digits-mlp")
+    assert prov["command"] == "genbench submit submissions/_template --zoo digits-mlp"  # the same from any folder
+    assert prov["sandbox"] == ("bubblewrap" if SANDBOXED else "none (--unsandboxed)") and prov["budget_s"] == 30
     assert len(prov["measure_source_hash"]) == 64
     assert rec["zoo"]["table_sha256"] == digits_zoo.table_sha256
     assert rec["submission"]["entry"] == "template.logit_margin" and rec["submission"]["licence"] == "Apache-2.0"
@@ -322,27 +333,20 @@ def test_nan_measure_gives_a_failure_record(tmp_path, digits_zoo):
     assert "failed the conformance suite" in rec["failure"] and "non-finite value (nan)" in rec["failure"]
 
 
-def test_reading_test_data_is_caught_even_when_the_refusal_is_swallowed(tmp_path, digits_zoo):
+def test_the_zoo_cannot_be_opened_from_the_measure_and_the_failure_says_why(tmp_path, digits_zoo):
     folder = make_submission(tmp_path, "peek", """
         @gb.register_measure("sub.peek")
         def peek(ctx):
             zoo = gb.load_zoo("digits-mlp")
-            from genbench.zoo.data import load_pool
-            for read in (lambda: zoo.test_data(zoo.model_ids[0]), lambda: zoo.pool.x_test,
-                         lambda: load_pool(zoo.manifest["dataset"]).x_test):
-                try:
-                    read()
-                except PermissionError:
-                    pass
-            return 1.0
+            return float(zoo.test_data(zoo.model_ids[0])[1].float().mean())
         """, entry="sub.peek")
     result = CliRunner().invoke(app, ["submit", str(folder), "--zoo", "digits-mlp", "--results", str(tmp_path / "r"),
-                                      "--no-audit", "--n-boot", "20", "--device", "cpu"])
+                                      "--no-audit", "--n-boot", "20", "--device", "cpu", *CLI_SANDBOX])
     assert result.exit_code == 1
-    assert "FAILED read test data" in " ".join(result.output.split())
+    assert "FAILED failed the conformance suite" in " ".join(result.output.split())
     rec = json.loads((tmp_path / "r" / "digits-mlp" / "peek.json").read_text())
-    assert rec["status"] == "failed" and "Pool.x_test" in rec["failure"] and "Zoo.test_data" in rec["failure"]
-    assert "open(dataset.safetensors)" in rec["failure"]
+    assert rec["status"] == "failed" and "GenbenchError: unknown zoo 'digits-mlp'" in rec["failure"]
+    assert rec["failure"].endswith("(on all 2 models checked)")
 
 
 # ---------------------------------------------------------------- where a submission's records go
@@ -364,7 +368,7 @@ def test_submit_writes_to_the_users_results_folder_never_the_shipped_one(tmp_pat
     (cwd / "leaderboard" / "results").mkdir(parents=True)
     monkeypatch.chdir(cwd)
     out = CliRunner().invoke(app, ["submit", str(TEMPLATE), "--zoo", "digits-mlp", "--no-audit", "--n-boot", "20",
-                                   "--budget-s", "30", "--device", "cpu"])
+                                   "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX])
     assert out.exit_code == 0, out.output
     path = user_home / "results" / "digits-mlp" / "_template.json"
     assert json.loads(path.read_text())["status"] == "ok" and str(path) in out.output.replace("\n", "")
@@ -375,10 +379,12 @@ def test_submit_writes_to_the_users_results_folder_never_the_shipped_one(tmp_pat
     board = CliRunner().invoke(app, ["leaderboard"])
     assert board.exit_code == 0, board.output
     rows = {line.split()[2]: line.split() for line in board.output.splitlines() if line[:2].strip().isdigit()}
-    assert rows["_template"][:2] == ["1", "1"] and rows["_template"][3] == "*"  # ranked, marked local
+    mine = rows["template.logit_margin"]  # an entry is named by its measure (its folder: the submission column)
+    assert mine[:2] == ["1", "1"] and mine[3] == "*"  # ranked, marked local
     from genbench.leaderboard.ranking import rank_records
     from genbench.leaderboard.schema import load_records
-    shipped_names = {r.name for r in rank_records(load_records(shipped)) if r.rank is not None}  # no baselines
+    from genbench.leaderboard.export import entry_name
+    shipped_names = {entry_name(r) for r in rank_records(load_records(shipped)) if r.rank is not None}  # no baselines
     assert shipped_names and shipped_names <= set(rows)  # beside every ranked shipped record, which is not marked
     assert all(rows[name][3] != "*" for name in shipped_names)
 
@@ -391,7 +397,7 @@ def test_a_partial_zoo_is_refused_before_the_worker_starts_and_marked_partial_wh
     partial = gb.build_zoo("digits-mlp", tmp_path / "partial", limit=12, progress=False)  # an interrupted build
     results = tmp_path / "r"
     args = ["submit", str(TEMPLATE), "--zoo", str(partial.root), "--results", str(results), "--no-audit",
-            "--n-boot", "20", "--budget-s", "30", "--device", "cpu"]
+            "--n-boot", "20", "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX]
     real = api.run_worker
     monkeypatch.setattr(api, "run_worker", lambda *a, **k: pytest.fail("the worker started on a partial zoo"))
     out = CliRunner().invoke(app, args)

@@ -1,26 +1,54 @@
-"""Evaluated values on disk: one parquet table per zoo, new measures merged into the columns already there;
-values_for() completes a zoo's table with the measures it lacks."""
+"""Evaluated values on disk: one parquet table per zoo, new measures merged into the columns already there (under
+a file lock, so that concurrent runs keep every column); values_for() completes a zoo's table with the measures it
+lacks."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+from filelock import FileLock, Timeout
 
 from ..errors import GenbenchError
 from ..fileio import atomic_write
 from ..measures.registry import resolve_measures
-from ..paths import values_dir
+from ..paths import values_path
 from .evaluate import evaluate
 
 if TYPE_CHECKING:
     from ..zoo.storage import Zoo
 
+LOCK_TIMEOUT_S = 600.0  # how long a writer waits for the lock (another writer's read-merge-write takes seconds)
 
-def values_path(zoo_name: str) -> Path:
-    """Default place of a zoo's value table: $GENBENCH_HOME/values/<zoo>.parquet."""
-    return values_dir() / f"{zoo_name}.parquet"
+
+def values_lock(path: str | Path) -> Path:
+    """The lock file that guards the value table at `path` (a hidden file beside it)."""
+    p = Path(path)
+    return p.with_name(f".{p.name}.lock")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the value table's file lock (released by the OS if this process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(values_lock(path)), timeout=LOCK_TIMEOUT_S)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise GenbenchError(f"the value table {path} stayed locked for {LOCK_TIMEOUT_S:g} s by another genbench "
+                            f"process ({values_lock(path)}); wait for it to finish and run this again") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _zoo_of(df: pd.DataFrame) -> str:
+    """'zoo NAME (table sha256 1234567890ab)' of a value table, from its metadata."""
+    sha = str(df.attrs.get("table_sha256") or "unknown")
+    return f"zoo {df.attrs.get('zoo', '?')!r} (table sha256 {sha[:12]})"
 
 
 def measure_columns(df: pd.DataFrame, name: str) -> list[str]:
@@ -49,29 +77,42 @@ def load_values(path: str | Path) -> pd.DataFrame:
     return pd.read_parquet(p)
 
 
-def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True) -> Path:
-    """Write a value table atomically, merged with the one already at `path` unless merge=False.
-    A table of another zoo (or another zoo version) is replaced, never mixed in."""
+def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True, replace: bool = False) -> Path:
+    """Write a value table atomically, merged with the one already at `path` unless merge=False. The table at `path`
+    is read, merged and replaced under a file lock, so that two runs writing different measures keep every column.
+    A table of another zoo (or another zoo version) is never mixed in: it is refused (a GenbenchError naming both
+    zoos: genbench does not overwrite it), or with replace=True (a zoo's default table) replaced."""
     p = Path(path)
-    old = pd.read_parquet(p) if merge and p.is_file() else None
-    if old is not None and old.attrs.get("table_sha256") != df.attrs.get("table_sha256"):
-        old = None
-    out = merge_values(old, df)
-    atomic_write(p, lambda tmp: out.to_parquet(tmp, index=False))
+    with _locked(p):
+        old = pd.read_parquet(p) if merge and p.is_file() else None
+        if old is not None and old.attrs.get("table_sha256") != df.attrs.get("table_sha256"):
+            if not replace:
+                raise GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of {_zoo_of(df)}: genbench does not "
+                                    "overwrite it; write these values to another file, or delete that one first")
+            old = None
+        out = merge_values(old, df)
+        atomic_write(p, lambda tmp: out.to_parquet(tmp, index=False))
     return p
 
 
 def values_for(zoo: Zoo, measures: Sequence[str] = (), path: str | Path | None = None, *,
                note: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, list[str] | None]:
-    """The value table of a zoo with (at least) these measures, evaluating the missing ones (cached), and the
-    resolved measure names (None: no measures named, so every measure in the table). A table of another zoo
-    version counts as missing. `note` hears when measures are evaluated."""
+    """The value table of a zoo with (at least) these measures, evaluating the missing ones (cached) and merging them
+    into the table, and the resolved measure names (None: no measures named, so every measure in the table).
+    In the zoo's default table ($GENBENCH_HOME/values/ZOO.parquet) a table of another zoo version counts as missing;
+    a `path` given explicitly that holds another zoo's table is an input, never overwritten: it is refused.
+    `note` hears when measures are evaluated."""
+    explicit = bool(path)
     path = Path(path) if path else values_path(zoo.name)
     wanted = [m.name for m in resolve_measures(measures)] if measures else None
     df = load_values(path) if path.is_file() else None
-    have = set(df.attrs.get("measures", {})) if df is not None else set()
     if df is not None and df.attrs.get("table_sha256") != zoo.table_sha256:
-        df, have = None, set()
+        if explicit:
+            raise GenbenchError(f"{path} holds the values of {_zoo_of(df)}, not of zoo {zoo.name!r} at {zoo.root} "
+                                f"(table sha256 {zoo.table_sha256[:12]}): pass this zoo's value table, or leave out "
+                                f"--values to use its default one ({values_path(zoo.name)}); {path} is left as it is")
+        df = None
+    have = set(df.attrs.get("measures", {})) if df is not None else set()
     if wanted is None and df is None:
         raise GenbenchError(f"no values for zoo {zoo.name!r} yet: name the measures to score, or run "
                             f"`genbench evaluate MEASURE... --zoo {zoo.name}` first")
@@ -79,6 +120,6 @@ def values_for(zoo: Zoo, measures: Sequence[str] = (), path: str | Path | None =
     if missing:
         if note:
             note(f"evaluating {len(missing)} measure(s) not in {path} (cached values are reused)")
-        save_values(evaluate(missing, zoo), path)
+        save_values(evaluate(missing, zoo), path, replace=not explicit)
         df = load_values(path)
     return df, wanted

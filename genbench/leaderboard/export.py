@@ -11,10 +11,45 @@ import pandas as pd
 from ..errors import GenbenchError
 from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
-from .ranking import alias_lines, by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records
-from .schema import BASELINE_NOTE, EXPORTED, SHOWN, Record
+from .ranking import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records
+from .schema import BASELINE_NOTE, EXPORTED, SHOWN, WITH_INTERVAL, Record, score_spec
 
-MARKDOWN_COLUMNS = ["zoo", "rank", "group", "entry", "local", "kind", *SHOWN, "fragility"]
+NAMING = ("entry: the registered measure (a submission's `entry`); submission: the submission's folder "
+          "(submissions/NAME), empty for a built-in measure")  # how every view names an entry
+
+
+def entry_name(record: Mapping[str, Any]) -> str:
+    """An entry as every view names it: its registered measure (the record's name when it names none)."""
+    r = Record.of(record)
+    return str(r.measure or r.name)
+
+
+def submission_folder(record: Mapping[str, Any]) -> str:
+    """The folder a submitted entry came from (submissions/NAME: its record's name), '' for a built-in."""
+    r = Record.of(record)
+    return r.name if r.submission is not None else ""
+
+
+def entry_names(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(zoo, record name) -> entry name, for the records a view shows and the ones it folds in as aliases."""
+    return {(r.zoo_name, r.name): entry_name(r) for r in map(Record.of, records)}
+
+
+def alias_names(rec: Record, names: Mapping[tuple[str, str], str]) -> list[str]:
+    """The entries `rec` stands for, named as entries."""
+    return [names.get((rec.zoo_name, a), a) for a in rec.aliases]
+
+
+def score_columns(sort: str, hidden: Iterable[str] = ()) -> list[str]:
+    """The score columns of a view ranked by `sort`: the ranking score first, then the shown ones that some entry
+    has a value for."""
+    hidden = set(hidden)
+    return [sort] + [k for k in SHOWN if k != sort and k not in hidden]
+
+
+def interval_columns(sort: str) -> tuple[str, ...]:
+    """The score columns shown with their 95% interval: the ranking score's and WITH_INTERVAL's."""
+    return tuple(dict.fromkeys((sort, *WITH_INTERVAL)))
 
 
 def _nan(v: float | None) -> float:
@@ -30,6 +65,7 @@ class ViewNotes:
     aliases: dict[str, list[str]] = field(default_factory=dict)
     group: str = ""         # the group rule (or why there are no groups), when anything is ranked
     baseline: bool = False  # whether a baseline row is shown
+    sort: str = DEFAULT_SORT  # the ranking score: the first score column of every view
 
     def lines(self, *, data: bool = False) -> list[str]:
         """What the view says once: the group rule and what a baseline is (`data`: as csv and json mark it)."""
@@ -41,13 +77,18 @@ class ViewNotes:
         return self.aliases.get(zoo, []) + hidden_lines(self.hidden.get(zoo, {}), shown=shown)
 
 
-def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterable[str] = SHOWN) -> ViewNotes:
-    """The notes of a view of `ranked` (rank_records' output) showing the score columns `keys`."""
-    keys = list(keys)
-    notes = ViewNotes()
+def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterable[str] = SHOWN, *,
+               records: Iterable[Mapping[str, Any]] = ()) -> ViewNotes:
+    """The notes of a view of `ranked` (rank_records' output) showing the score columns `keys`; `records`: the
+    records ranked (which name the aliases as entries)."""
+    keys = [k for k in keys if k != sort]  # the ranking score's column is always shown
+    names = {**entry_names(ranked), **entry_names(records)}
+    notes = ViewNotes(sort=sort)
     for zoo, recs in by_zoo(ranked).items():
         hidden = empty_scores((r for r in recs if r.zoo_complete), keys)
-        notes.hidden[zoo], notes.aliases[zoo] = hidden, alias_lines(recs)
+        notes.hidden[zoo] = hidden
+        notes.aliases[zoo] = [f"{entry_name(r)} also: {', '.join(alias_names(r, names))} (the same held-out "
+                              "predictions and scores: shown once)" for r in recs if r.aliases]
     if any(r.rank is not None or r.rank_group is not None for r in ranked):
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)
@@ -56,16 +97,20 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
 
 def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT, *,
                       ranked: Sequence[Record] | None = None) -> pd.DataFrame:
-    """One row per shown record, in ranking order: zoo, rank (none for a baseline), rank group, entry, baseline,
-    aliases (the equivalent entries it stands for), kind, status, local (the user's own, unverified record), scores
-    with intervals and refusals (the exported ones and the sort score), verdict, citation, failure, and a note on a
-    record made on a partial zoo (also in its fragility text, which every view shows). `ranked`: already ranked."""
+    """One row per shown record, in ranking order: zoo, rank (none for a baseline), rank group, entry (the
+    measure), submission (its folder, for a submitted entry), baseline, aliases (the equivalent entries it stands
+    for), kind, status, local (the user's own, unverified record), scores with intervals and refusals (the exported
+    ones and the sort score), verdict, citation, failure, and a note on a record made on a partial zoo (also in its
+    fragility text, which every view shows). `ranked`: already ranked."""
     keys = [k for k in SCORE_NAMES if k in EXPORTED or k == sort]
+    records = list(records)
+    ranked = ranked if ranked is not None else rank_records(records, sort)
+    names = {**entry_names(ranked), **entry_names(records)}
     rows = []
-    for r in ranked if ranked is not None else rank_records(records, sort):
-        row = {"zoo": r.zoo_name, "rank": r["rank"], "group": r["rank_group"], "entry": r.name,
-               "baseline": r.baseline, "aliases": ", ".join(r.aliases), "kind": r.kind, "status": r.status,
-               "local": r.local}
+    for r in ranked:
+        row = {"zoo": r.zoo_name, "rank": r["rank"], "group": r["rank_group"], "entry": entry_name(r),
+               "submission": submission_folder(r), "baseline": r.baseline,
+               "aliases": ", ".join(alias_names(r, names)), "kind": r.kind, "status": r.status, "local": r.local}
         for k in keys:
             lo, hi = r.interval(k)
             row[k], row[k + "_lo"], row[k + "_hi"] = _nan(r.score(k)), _nan(lo), _nan(hi)
@@ -95,26 +140,33 @@ def _md(text: Any) -> str:
 
 
 def markdown(table: pd.DataFrame, notes: ViewNotes | None = None) -> str:
-    """One markdown table per zoo (its score columns without those never valued on it), each followed by its
-    notes and refusal footnotes, then the notes said once (group rule, what a baseline is)."""
+    """One markdown table per zoo: rank, group, entry, its submission folder (when the zoo has a submitted entry),
+    the ranking score first, then the score columns valued on the zoo (labelled as in the terminal), each with its
+    95% interval where one exists, kind, local, fragility and citation; each table followed by its notes, failures
+    and refusal footnotes; then the notes said once (group rule, what a baseline is, how entries are named)."""
     notes = notes or ViewNotes()
     parts = []
     for zoo, part in table.groupby("zoo", sort=True):
-        keys = [k for k in SHOWN if k not in notes.hidden.get(str(zoo), {}) and k in part]
+        keys = [k for k in score_columns(notes.sort, notes.hidden.get(str(zoo), {})) if k in part]
+        subs = "submission" in part and bool(part["submission"].fillna("").astype(bool).any())
         foot = Footnotes()
         rows = []
         for _, r in part.iterrows():
             entry = r["entry"] + (f" (also: {r['aliases']})" if r.get("aliases") else "")
             rows.append({"zoo": zoo, "rank": rank_cell(r), "group": rank_text(r["group"]), "entry": entry,
-                         "local": str(bool(r["local"])), "kind": r["kind"] or "",
-                         **{k: score_cell(r[k], refused=r.get(f"{k}_refused"), notes=foot, digits=DIGITS)
-                            for k in keys},
-                         "fragility": r["fragility"]})
-        df = pd.DataFrame(rows, columns=[c for c in MARKDOWN_COLUMNS if c not in SHOWN or c in keys]).map(_md)
-        lines = notes.zoo_lines(str(zoo)) + foot.lines()
+                         **({"submission": r.get("submission") or ""} if subs else {}),
+                         **{k: score_cell(r[k], r.get(f"{k}_lo"), r.get(f"{k}_hi"), refused=r.get(f"{k}_refused"),
+                                          notes=foot, digits=DIGITS) for k in keys},
+                         "kind": r["kind"] or "", "local": str(bool(r["local"])), "fragility": r["fragility"],
+                         "citation": r.get("citation") or ""})
+        df = pd.DataFrame(rows).map(_md).rename(columns={k: f"{score_spec(k).ascii} [95%]" for k in keys})
+        failed = [f"failed: {r['entry']}" + (f" (submission {r['submission']})" if r.get("submission") else "")
+                  + f": {r['failure'] or 'no reason recorded'}" for _, r in part.iterrows() if r["status"] != "ok"]
+        lines = notes.zoo_lines(str(zoo)) + failed + foot.lines()
         parts.append(df.to_markdown(index=False, disable_numparse=True) + "\n"
                      + "".join(f"\n- {_md(line)}" for line in lines) + ("\n" if lines else ""))
-    tail = "".join(f"- {_md(line)}\n" for line in notes.lines())
+    once = notes.lines() + ([f"{NAMING}; score cells: value [95% interval] where one exists"] if parts else [])
+    tail = "".join(f"- {_md(line)}\n" for line in once)
     return "\n".join(parts) + ("\n" + tail if tail else "")
 
 

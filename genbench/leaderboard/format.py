@@ -30,11 +30,15 @@ def _digits(v: float, digits: int, compact: bool) -> str:
 
 
 def interval(lo: Any, hi: Any, *, digits: int = TABLE_DIGITS, compact: bool = False) -> str:
-    """'[lo, hi]' when both ends are numbers, else ''."""
+    """'[lo, hi]' when both ends are numbers, else ''; compact: both ends in the form the larger one needs (so
+    [-0.002, 0.559], not [-0.00189, 0.559])."""
     ends = [_number(e, compact) for e in (lo, hi)]
     if None in ends:
         return ""
-    return "[" + ", ".join(_digits(e, digits, compact) for e in ends) + "]"  # type: ignore[arg-type]
+    big = max(abs(e) for e in ends)  # type: ignore[arg-type]
+    fixed = compact and 1e-2 <= big < 1e4
+    return "[" + ", ".join(f"{e:.{digits}f}" if fixed else _digits(e, digits, compact)  # type: ignore[arg-type]
+                           for e in ends) + "]"
 
 
 def number(v: Any, lo: Any = None, hi: Any = None, *, digits: int = TABLE_DIGITS, missing: str = MISSING,

@@ -291,12 +291,6 @@ def hidden_lines(hidden: Mapping[str, str], *, shown: bool = True) -> list[str]:
             for why, cols in by_reason.items()]
 
 
-def alias_lines(recs: Iterable[Record]) -> list[str]:
-    """One line per entry shown for others: the names it stands for."""
-    return [f"{r.name} also: {', '.join(r.aliases)} (the same held-out predictions and scores: shown once)"
-            for r in recs if r.aliases]
-
-
 def by_zoo(ranked: Iterable[Record]) -> dict[str, list[Record]]:
     """Ranked records per zoo, in the ranking's order."""
     zoos: dict[str, list[Record]] = {}

@@ -47,6 +47,8 @@ def _zoo_info(zoo: Zoo) -> dict[str, Any]:
     complete zoos read exactly as before)."""
     info = {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.table_sha256,
             "revision": getattr(zoo, "revision", None)}
+    if getattr(zoo, "repo_id", None):  # a Hub zoo: where `genbench verify` downloads it again
+        info["repo"] = zoo.repo_id
     if not zoo.complete:
         info.update(complete=False, models=len(zoo), expected_models=zoo.expected_models)
     return info

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import json_safe, write_json_atomic
-from ..paths import results_dir
+from ..paths import plain_name, results_dir
 from ..scoring.spec import SCORE_NAMES, SCORES, MeasureScores, Score
 
 T = TypeVar("T")
@@ -194,12 +195,20 @@ class Record(Mapping[str, Any]):
 
     zoo_revision: _Field[str | None] = _Field("The Hub revision of the zoo, for a downloaded one.", block="zoo",
                                               key="revision")
+    zoo_repo: _Field[str | None] = _Field("The Hub repository of the zoo, for a downloaded one.", block="zoo",
+                                          key="repo")
     table_sha256: _Field[str | None] = _Field("The hash of the zoo table the entry was scored on.", block="zoo")
     written_zoo_name: _Field[Any] = _Field("The zoo's name as written; None when missing.", block="zoo", key="name")
     zoo_models: _Field[int | None] = _Field("How many models the zoo held, on a partial zoo (None on a complete one).",
                                             block="zoo", key="models")
     zoo_expected_models: _Field[int | None] = _Field("How many models the zoo's recipe makes, on a partial zoo (None "
                                                      "on a complete one).", block="zoo", key="expected_models")
+
+    def zoo_source(self) -> tuple[str, str | None]:
+        """How to open the zoo the record was made on: (`load_zoo` name, revision): `hf://REPO` at the recorded
+        commit for a zoo downloaded from the Hub, else the zoo's name (a local build)."""
+        repo = self.zoo_repo
+        return (f"hf://{repo}", self.zoo_revision) if isinstance(repo, str) and repo else (self.zoo_name, None)
 
     @property
     def zoo_complete(self) -> bool:
@@ -412,9 +421,13 @@ class Record(Mapping[str, Any]):
 
 
 def record_path(record: Mapping[str, Any], root: str | Path | None = None) -> Path:
-    """Where a record lives: ROOT/<zoo>/<name>.json (ROOT: the user's results folder, $GENBENCH_HOME/results)."""
+    """Where a record lives: ROOT/<zoo>/<name>.json (ROOT: the user's results folder, $GENBENCH_HOME/results). Its zoo
+    and entry names come from the record, so each must be a plain file name (`paths.plain_name`), else a
+    GenbenchError: a record never chooses a path outside ROOT/<zoo>/."""
     r = Record.of(record)
-    return Path(root if root is not None else results_dir()) / r.zoo_name / f"{r.name}.json"
+    zoo = plain_name(r.written_zoo_name, what="zoo name", source=f"the record's field zoo.name (entry {r.name!r})")
+    name = plain_name(r.written_name, what="entry name", source=f"the record's field name (zoo {r.zoo_name!r})")
+    return Path(root if root is not None else results_dir()) / zoo / f"{name}.json"
 
 
 def write_record(record: Mapping[str, Any], root: str | Path | None = None) -> Path:
@@ -463,24 +476,52 @@ def _schema_error(path: Path, rec: Mapping[str, Any]) -> str:
             f"regenerate it with `{command}`")
 
 
-def load_records(root: str | Path | None = None, zoo: str | None = None) -> list[Record]:
-    """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name (ROOT: the user's results folder by default)."""
+class SkippedRecordWarning(UserWarning):
+    """A file in a results folder that `load_records` skipped: it cannot be read as a record of this genbench."""
+
+
+def load_records(root: str | Path | None = None, zoo: str | None = None, *,
+                 skipped: list[str] | None = None) -> list[Record]:
+    """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name (ROOT: the user's results folder by default).
+
+    A file that cannot be read as a record (not JSON, not a record, a name that is no plain file name, not at the
+    place its own zoo and name give it, or another record schema: then with the command that regenerates it) is
+    skipped, so that one bad file never hides the others: why is appended to `skipped` when a list is given, else
+    warned (SkippedRecordWarning). `Record.read` of one explicit file still raises."""
     root = Path(root if root is not None else results_dir())
     if not root.is_dir():
         raise GenbenchError(f"no result records at {root}: run `genbench submit` or `genbench leaderboard run` first, "
                             "or pass --results DIR")
+    if zoo:
+        plain_name(zoo, what="zoo name", source="the zoo asked for")
     pattern = f"{zoo}/*.json" if zoo else "*/*.json"
-    recs, old = [], []
+    recs, why, old = [], [], 0
     for p in sorted(root.glob(pattern)):
         try:
-            recs.append(Record.read(p))
+            rec = Record.read(p)
+            where = record_path(rec, root)
         except SchemaError as e:
-            old.append(e)
-    if old:
-        more = (f" ({len(old) - 1} more record(s) under {root} have another schema too: `genbench leaderboard run "
-                "'*' --zoo ZOO` regenerates every built-in one)" if len(old) > 1 else "")
-        raise SchemaError(f"{old[0]}{more}")
+            old += 1
+            why.append(f"skipped: {e}")
+            continue
+        except GenbenchError as e:
+            why.append(f"skipped {p}: {e}" if str(p) not in str(e) else f"skipped: {e}")
+            continue
+        if where != p:
+            why.append(f"skipped {p}: it is the record of entry {rec.name!r} on zoo {rec.zoo_name!r}, whose place is "
+                       f"{where}; move it there or remove it")
+            continue
+        recs.append(rec)
+    if old > 1:
+        why.append(f"{old} record(s) under {root} have another schema: `genbench leaderboard run '*' --zoo ZOO` "
+                   "regenerates every built-in one")
+    if skipped is not None:
+        skipped.extend(why)
+    else:
+        for w in why:
+            warnings.warn(w, SkippedRecordWarning, stacklevel=2)
     if zoo and not recs:
         zoos = sorted(p.name for p in root.iterdir() if p.is_dir())
-        raise GenbenchError(f"no records for zoo {zoo!r} under {root}; zoos with records: {zoos}")
+        also = f" ({len(why)} file(s) skipped: {why[0]})" if why else ""
+        raise GenbenchError(f"no records for zoo {zoo!r} under {root}; zoos with records: {zoos}{also}")
     return recs

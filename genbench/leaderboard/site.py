@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import html
 import io
+import math
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..scoring.spec import DEFAULT_SORT
+from .export import alias_names, entry_name, entry_names, interval_columns, score_columns, submission_folder
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
 from .ranking import MeanRank, by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records
 from .schema import BASELINE_NOTE, SHOWN, WITH_INTERVAL, Record, finite, score_label, score_spec
@@ -143,74 +145,122 @@ def page(title: str, body: str, root: str) -> str:
     )
 
 
-def th(label: str, *, kind: str = "text", first: str = "ascending", tip: str = "", cls: str = "") -> str:
-    """A sortable header cell."""
+def th(label: str, *, kind: str = "text", first: str = "ascending", tip: str = "", cls: str = "",
+       col: str = "") -> str:
+    """A sortable header cell (`col`: the column's key, which its cells carry too and the column switches name)."""
     attrs = f' data-type="{kind}" data-first="{first}" aria-sort="none"'
     if tip:
         attrs += f' title="{esc(tip)}"'
     if cls:
         attrs += f' class="{cls}"'
+    if col:
+        attrs += f' data-col="{esc(col)}"'
     return f'<th scope="col"{attrs}>{label}</th>'
 
 
-def num_td(v: Any, lo: Any = None, hi: Any = None) -> str:
-    """A numeric cell with its sort key, and its interval beneath when given."""
+def _col(col: str) -> str:
+    return f' data-col="{esc(col)}"' if col else ""
+
+
+def num_td(v: Any, lo: Any = None, hi: Any = None, col: str = "") -> str:
+    """A numeric cell with its sort key, and its interval beside it (beneath it on a narrow screen) when given."""
     ci = interval(lo, hi, digits=DIGITS, compact=True)
-    ci_html = f'<span class="ci">{esc(ci)}</span>' if ci else ""
-    return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(page_number(v))}{ci_html}</td>'
+    ci_html = f' <span class="ci">{esc(ci)}</span>' if ci else ""
+    return (f'<td class="num"{_col(col)} data-sort="{_sort_attr(finite(v))}"><span class="v">{esc(page_number(v))}'
+            f"</span>{ci_html}</td>")
 
 
-def refused_td(reason: str) -> str:
+def refused_td(reason: str, col: str = "") -> str:
     """The cell of a refused score: a mark, never a number, with the reason in its title (sorted last)."""
-    return (f'<td class="num" data-sort=""><span class="refused" tabindex="0" title="{esc("Refused: " + reason)}">'
-            f"{REFUSED} refused</span></td>")
+    return (f'<td class="num"{_col(col)} data-sort=""><span class="refused" tabindex="0" '
+            f'title="{esc("Refused: " + reason)}">{REFUSED} refused</span></td>')
 
 
 def score_td(rec: Record, key: str, with_interval: bool = True) -> str:
     """A record's score as a cell: the value with its interval (only a real one), or the refusal mark."""
     reason = rec.refusal(key)
     if reason:
-        return refused_td(reason)
-    return num_td(rec.score(key), *(rec.interval(key) if with_interval else ()))
+        return refused_td(reason, key)
+    return num_td(rec.score(key), *(rec.interval(key) if with_interval else (None, None)), col=key)
 
 
-def rank_td(v: Any) -> str:
-    """A numeric cell showing a rank (an integer when it is one)."""
-    return f'<td class="num" data-sort="{_sort_attr(finite(v))}">{esc(rank_text(v, DASH))}</td>'
+def rank_td(v: Any, col: str = "", text: str | None = None) -> str:
+    """A numeric cell showing a rank (an integer when it is one), or `text`."""
+    return (f'<td class="num"{_col(col)} data-sort="{_sort_attr(finite(v))}">'
+            f"{esc(text if text is not None else rank_text(v, DASH))}</td>")
 
 
-def aliases_html(rec: Record) -> str:
-    """The entries an entry stands for ('' when none)."""
+def aliases_html(rec: Record, names: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The entries an entry stands for, named as entries ('' when none)."""
     if not rec.aliases:
         return ""
     tip = "the same held-out predictions and scores on this zoo: shown once"
-    return f'<span class="aliases" title="{esc(tip)}">also: {esc(", ".join(rec.aliases))}</span>'
+    also = ", ".join(alias_names(rec, names or {}))
+    return f'<span class="aliases" title="{esc(tip)}: {esc(also)}">also: {esc(also)}</span>'
 
 
-def entry_td(r: Record, href: str) -> str:
-    """The entry cell of a zoo table: name (linked), its marks, its submission's title and its aliases."""
-    sub_title = str(r.submission.get("title") or "") if r.submission else ""
-    sub_html = f'<span class="subtitle">{esc(sub_title)}</span>' if sub_title else ""
-    return (f'<td data-sort="{esc(r.name.lower())}"><a class="entry" href="{esc(href)}">{esc(r.name)}</a>'
-            f"{baseline_badge(r)}{local_badge(r.local)}{partial_badge(r)}{sub_html}{aliases_html(r)}</td>")
+def entry_td(r: Record, href: str, names: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The entry cell of a zoo table: the entry (its measure, linked), its local and partial marks and its aliases
+    (a baseline's mark is in its Kind cell)."""
+    name = entry_name(r)
+    return (f'<td class="entry-cell" data-col="entry" data-sort="{esc(name.lower())}"><a class="entry" '
+            f'href="{esc(href)}">{breakable(name)}</a>{local_badge(r.local)}{partial_badge(r)}'
+            f"{aliases_html(r, names)}</td>")
 
 
-def zoo_row(r: Record, keys: list[str], href: str) -> str:
+def breakable(name: str) -> str:
+    """A name escaped, with line-break opportunities after its dots and underscores (a narrow screen wraps it
+    there, not mid-word)."""
+    return re.sub(r"([._])", r"\1<wbr>", esc(name))
+
+
+def submission_td(r: Record) -> str:
+    """A submitted entry's folder (submissions/NAME) and title, clipped to the column, whole in its title."""
+    folder = submission_folder(r)
+    if not folder:
+        return f'<td data-col="submission" data-sort="">{DASH}</td>'
+    title = str((r.submission or {}).get("title") or "")
+    tip = f"submissions/{folder}" + (f": {title}" if title else "")
+    return (f'<td data-col="submission" data-sort="{esc(folder.lower())}"><span class="clip" tabindex="0" '
+            f'title="{esc(tip)}"><span class="folder">{esc(folder)}</span> <span class="subtitle">{esc(title)}</span>'
+            "</span></td>")
+
+
+def citation_td(r: Record) -> str:
+    """The citation clipped to the column (whole in its title and on the entry page), linked to the submission's
+    paper when it gives an http(s) one."""
+    text = str(r.citation or "")
+    if not text:
+        return f'<td data-col="citation" data-sort="">{DASH}</td>'
+    url = safe_url((r.submission or {}).get("paper_url"))
+    inner = f'<a href="{esc(url)}" rel="noopener noreferrer">{esc(text)}</a>' if url else esc(text)
+    return (f'<td data-col="citation" data-sort="{esc(text.lower())}"><span class="clip" tabindex="0" '
+            f'title="{esc(text)}">{inner}</span></td>')
+
+
+def zoo_row(r: Record, keys: list[str], href: str, names: Mapping[tuple[str, str], str] | None = None,
+            subs: bool = False, with_iv: Iterable[str] = WITH_INTERVAL) -> str:
     """One ranked (or partial) record as a row of its zoo's table."""
     sub_title = str(r.submission.get("title") or "") if r.submission else ""
-    search = " ".join([r.name, *r.aliases, str(r.kind or ""), str(r.citation or ""), sub_title,
-                       "local" if r.local else "", "baseline" if r.baseline else ""]).lower()
+    search = " ".join([entry_name(r), r.name, *r.aliases, *alias_names(r, names or {}), str(r.kind or ""),
+                       str(r.citation or ""), sub_title, "local" if r.local else "",
+                       "baseline" if r.baseline else ""]).lower()
     cls = ["partial"] if not r.zoo_complete else []
     if r.rank_group is not None:
         cls.append("group-even" if int(r.rank_group) % 2 == 0 else "group-odd")
     cls += ["local"] if r.local else []
     cls += ["baseline"] if r.baseline else []
-    cells = [rank_td(r.rank), rank_td(r.rank_group), entry_td(r, href), f"<td>{esc(r.kind or DASH)}</td>"]
-    cells += [score_td(r, key, key in WITH_INTERVAL) for key in keys]
-    cells.append(f'<td data-sort="{esc(_verdict_key(r))}">{badge(r)}</td>')
-    cells.append(f"<td>{esc(r.citation or DASH)}</td>")
-    return (f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-search="{esc(search)}">' + "".join(cells)
-            + "</tr>")
+    with_iv = set(with_iv)
+    cells = [rank_td(r.rank, "rank"), rank_td(r.rank_group, "group"), entry_td(r, href, names)]
+    cells += [score_td(r, key, key in with_iv) for key in keys]
+    kind = baseline_badge(r).strip() if r.baseline else esc(r.kind or DASH)  # a baseline: the mark that says so
+    cells.append(f'<td data-col="kind" data-sort="{esc(str(r.kind or "").lower())}">{kind}</td>')
+    cells.append(f'<td data-col="fragility" data-sort="{esc(_verdict_key(r))}">{badge(r)}</td>')
+    if subs:
+        cells.append(submission_td(r))
+    cells.append(citation_td(r))
+    return (f'<tr class="{" ".join(cls)}" data-name="{esc(r.name)}" data-entry="{esc(entry_name(r))}" '
+            f'data-search="{esc(search)}">' + "".join(cells) + "</tr>")
 
 
 def page_rule(sort: str) -> str:
@@ -231,8 +281,9 @@ def zoo_caption(recs: list[Record], sort: str) -> str:
             f"{f', {n_local} local (your own records, not verified)' if n_local else ''}"
             f"{f', {n_partial} unranked: scored on a partial zoo' if n_partial else ''}. "
             f"Ranked by {score_label(sort)}; {page_rule(sort)}. "
-            "Intervals are 95% bootstrap intervals over models, shown only where one exists. Click a header to sort, "
-            "again to reverse; missing values (\u2013) and refused ones sort last.")
+            "Intervals are 95% bootstrap intervals over models, shown only where one exists. An entry is named by "
+            "its measure; a submitted one's folder is in the Submission column. Click a header to sort (the chart "
+            "follows), again to reverse; missing values (\u2013) and refused ones sort last; Columns hides columns.")
 
 
 def hidden_note(hidden: Mapping[str, str]) -> str:
@@ -244,36 +295,65 @@ def hidden_note(hidden: Mapping[str, str]) -> str:
     return f'<div class="hidden-columns"><p>Columns not shown on this zoo:</p><ul>{items}</ul></div>'
 
 
+def column_menu(tid: str, columns: list[tuple[str, str]]) -> str:
+    """The control that hides and shows a table's columns (`columns`: key, label; rank, group and entry stay)."""
+    boxes = "".join(f'<label><input type="checkbox" data-col="{esc(k)}" checked> {label}</label>'
+                    for k, label in columns)
+    return (f'<details class="columns" data-table="{tid}"><summary title="hide or show columns (remembered in this '
+            f'browser)">Columns</summary><div class="column-menu">{boxes}</div></details>')
+
+
 def zoo_table(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str,
-              sort: str = DEFAULT_SORT) -> str:
-    """The ranked, sortable, filterable table of one zoo, without the score columns no entry has a value for."""
-    hidden = empty_scores((r for r in recs if r.zoo_complete), SHOWN)
-    keys = [k for k in SHOWN if k not in hidden]
+              sort: str = DEFAULT_SORT, names: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The overview chart and the ranked, sortable, filterable table of one zoo, without the score columns no entry
+    has a value for; the ranking score's column first, a Submission column when an entry was submitted."""
+    hidden = empty_scores((r for r in recs if r.zoo_complete), [k for k in SHOWN if k != sort])
+    keys = score_columns(sort, hidden)
+    with_iv = interval_columns(sort)
+    shown = [(i, r) for i, r in enumerate(recs) if r.ok]  # failed ones: failed_list
+    subs = any(submission_folder(r) for _, r in shown)
+    scores = [(k, th(esc(score_spec(k).header), kind="num", first=_first(k), tip=score_spec(k).help, cls="num",
+                     col=k)) for k in keys]
     head = "".join([
-        th("Rank", kind="num", tip=f"rank on this zoo by {score_label(sort)} (baselines get none)", cls="num"),
-        th("Group", kind="num", tip=page_rule(sort), cls="num"),
-        th("Entry"), th("Kind"),
-        *(th(esc(score_spec(k).header), kind="num", first=_first(k), tip=score_spec(k).help, cls="num")
-          for k in keys),
-        th("Fragility", tip="verdict of the fragility audit; hover a badge for its checks"),
-        th("Citation"),
+        th("Rank", kind="num", tip=f"rank on this zoo by {score_label(sort)} (baselines get none)", cls="num",
+           col="rank"),
+        th("Group", kind="num", tip=page_rule(sort), cls="num", col="group"),
+        th("Entry", tip="the measure; follow it for its chart, provenance and command", col="entry"),
+        *(h for _, h in scores), th("Kind", col="kind"),
+        th("Fragility", tip="verdict of the fragility audit; hover a badge for its checks", col="fragility"),
+        *([th("Submission", tip="the submission's folder (submissions/NAME) and title; none for a built-in measure",
+              col="submission")] if subs else []),
+        th("Citation", tip="hover for the whole citation; the entry's page has it too", col="citation"),
     ])
-    rows = [zoo_row(r, keys, links[(zoo, i)]) for i, r in enumerate(recs) if r.ok]  # failed ones: failed_list
+    menu = [*((k, esc(score_spec(k).header)) for k in keys), ("kind", "Kind"), ("fragility", "Fragility"),
+            *([("submission", "Submission")] if subs else []), ("citation", "Citation")]
+    rows = [zoo_row(r, keys, links[(zoo, i)], names, subs, with_iv) for i, r in shown]
+    chart = overview_chart(zoo, [r for _, r in shown], [links[(zoo, i)] for i, _ in shown], tid, sort)
     return (
+        chart +
         f'<div class="filter-bar"><input type="search" class="row-filter" id="{tid}-filter" '
         f'data-table="{tid}" data-count="{tid}-count" placeholder="filter by name, kind or citation" '
-        f'aria-label="filter the entries of {esc(zoo)}"><span class="muted" id="{tid}-count"></span></div>\n'
-        f'<div class="table-wrap"><table class="sortable-table leaderboard" id="{tid}" data-zoo="{esc(zoo)}">'
-        f"<caption>{esc(zoo_caption(recs, sort))}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
-        + "\n".join(rows) + "\n</tbody></table></div>" + hidden_note(hidden) + failed_list(zoo, recs, links)
+        f'aria-label="filter the entries of {esc(zoo)}"><span class="muted" id="{tid}-count"></span>'
+        f"{column_menu(tid, menu)}</div>\n"
+        f'<div class="table-wrap" tabindex="0" aria-label="the entries of {esc(zoo)} (scrolls sideways on a narrow '
+        f'screen)"><table class="sortable-table leaderboard" id="{tid}" data-zoo="{esc(zoo)}" '
+        f'aria-describedby="{tid}-note"><thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(rows)
+        + f'\n</tbody></table></div><p class="table-note" id="{tid}-note">{esc(zoo_caption(recs, sort))}</p>'
+        + hidden_note(hidden) + failed_list(zoo, recs, links)
     )
 
 
 def failed_list(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str]) -> str:
     """The failed entries of one zoo, apart from the ranking: one line each with its reason ('' when none)."""
-    items = [f'<li data-name="{esc(r.name)}"><a class="entry" href="{esc(links[(zoo, i)])}">{esc(r.name)}</a>'
-             f'{local_badge(r.local)}: <span class="reason">{esc(r.failure or "no reason recorded")}</span></li>'
-             for i, r in enumerate(recs) if not r.ok]
+    items = []
+    for i, r in enumerate(recs):
+        if r.ok:
+            continue
+        folder = submission_folder(r)
+        sub = f' <span class="muted">(submission {esc(folder)})</span>' if folder else ""
+        items.append(f'<li data-name="{esc(r.name)}"><a class="entry" href="{esc(links[(zoo, i)])}">'
+                     f"{esc(entry_name(r))}</a>{sub}{local_badge(r.local)}: "
+                     f'<span class="reason">{esc(r.failure or "no reason recorded")}</span></li>')
     if not items:
         return ""
     return (f'<div class="failed-entries" data-zoo="{esc(zoo)}"><h3>Failed on {esc(zoo)} (not ranked)</h3>'
@@ -287,15 +367,19 @@ def _verdict_key(r: Record) -> str:
     return str(r.verdict or "not auditable") if r.audit is not None else "~not audited"
 
 
-def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[str, str], str]) -> str:
-    """The mean-rank-across-zoos table, with its method in the caption."""
+def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[str, str], str],
+                    names: Mapping[str, str] | None = None) -> str:
+    """The mean-rank-across-zoos table (entries named by `names`: record name -> entry), with its method in the
+    caption."""
+    names = names or {}
     head = "".join([th("Entry"), th("Kind"),
                     *(th(esc(z), kind="num", tip=f"rank on {z}", cls="num") for z in zoos),
                     th("Zoos", kind="num", first="descending", tip="zoos with a successful record", cls="num"),
                     th("Mean rank", kind="num", tip="mean of the per-zoo ranks", cls="num")])
     body = []
     for row in rows:
-        cells = [f'<td data-sort="{esc(row.entry.lower())}">{esc(row.entry)}{local_badge(row.local)}</td>',
+        name = names.get(row.entry, row.entry)
+        cells = [f'<td data-sort="{esc(name.lower())}">{esc(name)}{local_badge(row.local)}</td>',
                  f"<td>{esc(row.kind or DASH)}</td>"]
         for z in zoos:
             rank = row.ranks.get(z)
@@ -351,6 +435,120 @@ def ablation_table(key: str, df: pd.DataFrame, tid: str) -> str:
 # ---------------------------------------------------------------- the chart
 
 
+PLOT_H, PLOT_TOP, AXIS_W, SLOT_MIN = 132, 10, 50, 26  # px: plot height, its top margin, y-axis width, mark width
+REFERENCE_BASELINE = "baseline.hparams"  # the baseline row the chart draws a line for (BASELINE_NOTE names it)
+
+
+def _nice_step(span: float) -> float:
+    """A round tick step giving about four ticks over `span`."""
+    raw = span / 4 if span > 0 else 0.1
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
+def chart_domain(points: list[tuple[float | None, float | None, float | None]]) -> tuple[float, float, float]:
+    """The y range and tick step of the overview chart: the points (but far outliers: beyond three interquartile
+    ranges of the quartiles), and the intervals as far as half the points' spread beyond them; what lies outside is
+    drawn at the edge and marked. Widened to whole ticks."""
+    vals = sorted(v for v, _, _ in points if v is not None)
+    q1, q3 = vals[(len(vals) - 1) // 4], vals[(3 * (len(vals) - 1) + 3) // 4]
+    iqr = max(q3 - q1, 0.05 * max(abs(q1), abs(q3)), 1e-12)
+    inner = [v for v in vals if q1 - 3 * iqr <= v <= q3 + 3 * iqr] or vals
+    pad = max(0.5 * (inner[-1] - inner[0]), 0.25 * max(abs(inner[0]), abs(inner[-1]))) or 0.1
+    lo = max(min([inner[0], *(e for _, e, _ in points if e is not None)]), inner[0] - pad)
+    hi = min(max([inner[-1], *(e for _, _, e in points if e is not None)]), inner[-1] + pad)
+    step = _nice_step(hi - lo)
+    lo, hi = math.floor(lo / step + 1e-6) * step, math.ceil(hi / step - 1e-6) * step
+    return lo, (hi if hi > lo else lo + step), step
+
+
+def _tick(v: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) + (1 if round(step / 10 ** math.floor(
+        math.log10(step)), 3) == 2.5 else 0)
+    return f"{v:.{decimals}f}".replace("-", "\u2212")
+
+
+def overview_chart(zoo: str, rows: list[Record], hrefs: list[str], tid: str, sort: str = DEFAULT_SORT) -> str:
+    """The index's picture of one zoo's ranking: the ranking score of every row of its table with its 95% interval
+    (an inline SVG, no script needed to draw it), in the table's order (site.js re-orders it when the table is
+    sorted or filtered), the rank groups as shaded bands, the baselines as diamonds with a dashed line at
+    REFERENCE_BASELINE's value; each mark links to the entry's page, its title gives the numbers. '' when no row
+    has the score."""
+    spec = score_spec(sort)
+    points = [(r.score(sort), *r.interval(sort)) for r in rows]
+    if not any(v is not None for v, _, _ in points):
+        return ""
+    lo, hi, step = chart_domain(points)
+    bottom = PLOT_TOP + PLOT_H
+
+    def y(v: float) -> float:
+        return round(PLOT_TOP + (hi - min(max(v, lo), hi)) / (hi - lo) * PLOT_H, 1)
+
+    n = len(rows)
+    ticks = [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
+    height = bottom + 30
+    axis = "".join(f'<text x="{AXIS_W - 6}" y="{y(t) + 4}" text-anchor="end">{_tick(t, step)}</text>' for t in ticks)
+    grid = "".join(f'<line class="{"zero" if abs(t) < step / 1e6 else "grid"}" x1="0" x2="100%" y1="{y(t)}" '
+                   f'y2="{y(t)}"/>' for t in ticks)
+    ref = next((r for r in rows if r.baseline and r.name == REFERENCE_BASELINE and r.score(sort) is not None), None)
+    if ref is not None:
+        grid += (f'<line class="reference" x1="0" x2="100%" y1="{y(ref.score(sort))}" y2="{y(ref.score(sort))}">'
+                 f"<title>{esc(ref.name)}: {esc(spec.label)} {esc(page_number(ref.score(sort)))} (a measure below "
+                 "this line adds nothing the training recipe did not say)</title></line>")
+    marks, prev = [], None
+    for i, (r, href, (v, elo, ehi)) in enumerate(zip(rows, hrefs, points)):
+        group = "" if r.rank_group is None else rank_text(r.rank_group)
+        label = "base" if r.baseline else rank_text(r.rank, DASH)
+        cls = ["mark", "baseline" if r.baseline else "measure"]
+        cls += [] if r.rank_group is None else ["g-even" if int(r.rank_group) % 2 == 0 else "g-odd"]
+        cls += ["first"] if i == 0 else ["run-start"] if group != prev else []
+        cls += [] if r.zoo_complete else ["partial"]
+        prev = group
+        ci = interval(elo, ehi, digits=DIGITS, compact=True)
+        tip = (f"{'baseline' if r.baseline else 'rank ' + label} \u00b7 {entry_name(r)}: {spec.label} "
+               f"{page_number(v)}{' ' + ci if ci else ''}{f', rank group {group}' if group else ''}"
+               f"{'' if r.zoo_complete else ' (' + partial_note(r) + ')'}"
+               f"{' (refused: ' + str(r.refusal(sort)) + ')' if r.refusal(sort) else ''}")
+        draw = ""
+        if elo is not None and ehi is not None:
+            draw += f'<line class="ci" x1="0" x2="0" y1="{y(ehi)}" y2="{y(elo)}"/>'
+            draw += "".join(f'<path class="clipped" d="M-4,{y(e) + 6 * s} L4,{y(e) + 6 * s} L0,{y(e)} Z"/>'
+                            for e, s in ((elo, -1), (ehi, 1)) if (e < lo if s < 0 else e > hi)
+                            and (v is None or lo <= v <= hi))
+        if v is not None and not lo <= v <= hi:  # off the chart: a triangle at its edge, pointing the way
+            edge, way = (bottom, 1) if v < lo else (PLOT_TOP, -1)
+            draw += f'<path class="pt off" d="M-6,{edge - 9 * way} L6,{edge - 9 * way} L0,{edge} Z"/>'
+        elif v is not None:
+            cy = y(v)
+            draw += (f'<path class="pt" d="M0,{cy - 6} L6,{cy} L0,{cy + 6} L-6,{cy} Z"/>' if r.baseline else
+                     f'<circle class="pt" cx="0" cy="{cy}" r="4"/>')
+        else:
+            draw += f'<text class="none" x="0" y="{bottom - 6}" text-anchor="middle">{DASH}</text>'
+        marks.append(
+            f'<svg class="{" ".join(cls)}" x="{100 * i / n:.4f}%" width="{100 / n:.4f}%" height="{height}" '
+            f'overflow="visible" data-name="{esc(r.name)}" data-group="{esc(group)}">'
+            f'<rect class="band" x="0" y="{PLOT_TOP}" width="100%" height="{PLOT_H}"/>'
+            f'<line class="gsep" x1="0" x2="0" y1="{PLOT_TOP - 4}" y2="{bottom + 26}"/>'
+            f'<a href="{esc(href)}"><title>{esc(tip)}</title>'
+            f'<rect class="hit" x="0" y="{PLOT_TOP}" width="100%" height="{PLOT_H + 16}"/>'
+            f'<svg x="50%" overflow="visible">{draw}</svg></a>'
+            f'<text class="rank" x="50%" y="{bottom + 13}" text-anchor="middle">{esc(label)}</text>'
+            f'<text class="glabel" x="50%" y="{bottom + 26}" text-anchor="middle">{"g" + esc(group) if group else ""}'
+            "</text></svg>")
+    what = f"{spec.label}{' (lower is better)' if spec.lower_is_better else ''}"
+    caption = (f"{what} with 95% intervals, in the table's order (sort or filter the table: the chart follows). "
+               "Bands: rank groups; \u25c6 baseline rows" + (f"; dashed: {REFERENCE_BASELINE}" if ref is not None
+                                                             else "")
+               + "; \u25b2 an interval (or, larger, a value) off the chart. Hover a mark for its numbers.")
+    return (f'<figure class="overview" id="overview-{tid}" data-table="{tid}"><div class="overview-plot">'
+            f'<svg class="overview-axis" width="{AXIS_W}" height="{height}" aria-hidden="true">{axis}'
+            f'<text class="axis-label" x="2" y="{bottom + 13}">{esc(spec.header)}</text></svg>'
+            f'<div class="overview-scroll"><svg class="overview-marks" width="100%" height="{height}" '
+            f'style="min-width: {n * SLOT_MIN}px" role="img" aria-label="{esc(what)} of the {n} entries of '
+            f'{esc(zoo)} with 95% intervals">{grid}{"".join(marks)}</svg></div></div>'
+            f"<figcaption>{esc(caption)}</figcaption></figure>\n")
+
+
 def chart_svg(gap: list[float], pred: list[float]) -> str:
     """Inline SVG scatter of held-out prediction against true gap with the y = x line (matplotlib, no pyplot)."""
     import matplotlib
@@ -396,15 +594,18 @@ def safe_url(url: Any) -> str | None:
     return u if re.match(r"https?://", u, re.I) else None
 
 
-def entry_page(rec: Record, zoo: str, index_href: str) -> str:
-    """The page of one entry on one zoo."""
-    name = rec.name
+def entry_page(rec: Record, zoo: str, index_href: str, names: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The page of one entry on one zoo (named by its measure, its submission folder beside it)."""
+    name = entry_name(rec)
+    folder = submission_folder(rec)
     zinfo = rec.zoo or {"name": zoo}
+    sub = f" \u00b7 submission {esc(folder)}" if folder else ""
     parts = [f'<header class="page"><p><a href="{esc(index_href)}">\u2190 leaderboard</a></p>'
              f'<h1 id="entry-name">{esc(name)}</h1>'
-             f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.kind or DASH)} \u00b7 '
-             f'{esc(rec.citation or DASH)} \u00b7 {badge(rec)}{baseline_badge(rec)}{local_badge(rec.local)}</p>'
-             f"{aliases_html(rec)}</header>"]
+             f'<p class="sub">{esc(zoo)} \u00b7 {esc(rec.kind or DASH)}{sub} \u00b7 '
+             f'<span class="citation">{esc(rec.citation or DASH)}</span> \u00b7 '
+             f"{badge(rec)}{baseline_badge(rec)}{local_badge(rec.local)}</p>"
+             f"{aliases_html(rec, names)}</header>"]
     if rec.baseline:
         parts.append('<section class="baseline" id="baseline"><h2>Baseline</h2>'
                      f"<p>{esc(rec.citation or rec.name)}.</p><p>{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}."
@@ -433,9 +634,11 @@ def entry_page(rec: Record, zoo: str, index_href: str) -> str:
         parts.append(f'<section id="submission"><h2>Submission</h2>'
                      f'<p class="submission-title">{esc(sub.get("title") or DASH)}</p>{dl(items)}{paper}</section>')
     parts.append('<section id="record"><h2>Record</h2>' + dl([
-        ("measure", rec.measure), ("kind", rec.kind), ("citation", rec.citation),
+        ("measure", rec.measure), ("submission folder", f"submissions/{folder}" if folder else None),
+        ("record", f"{rec.zoo_name}/{rec.name}.json"), ("kind", rec.kind), ("citation", rec.citation),
         ("built-in", {True: "yes", False: "no"}.get(rec.builtin, rec.builtin)),  # type: ignore[arg-type]
-        ("baseline", "yes" if rec.baseline else "no"), ("also (equivalent entries)", ", ".join(rec.aliases)),
+        ("baseline", "yes" if rec.baseline else "no"),
+        ("also (equivalent entries)", ", ".join(alias_names(rec, names or {}))),
         ("status", rec.status), ("rank", "none (a baseline row)" if rec.baseline else rank_text(rec.rank, DASH)),
         ("rank group", rank_text(rec.rank_group, DASH)), ("schema", rec.schema),
     ]) + "</section>")
@@ -600,9 +803,11 @@ def audit_section(rec: Record) -> str:
 
 
 def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int], str],
-               ablation: Mapping[str, pd.DataFrame] | None, title: str, sort: str = DEFAULT_SORT) -> str:
-    """The front page: one ranked table per zoo (with what a baseline row is, once), the aggregate and the
-    ablation tables."""
+               ablation: Mapping[str, pd.DataFrame] | None, title: str, sort: str = DEFAULT_SORT,
+               names: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The front page: per zoo, the overview chart and the ranked table; then what a baseline row is (once), the
+    aggregate and the ablation tables. `names`: (zoo, record name) -> entry, for the aliases."""
+    names = {**entry_names(r for recs in zoos.values() for r in recs), **(names or {})}
     ids = {z: f"zoo-{slug(z)}" for z in zoos}
     nav = [f'<a href="#{ids[z]}">{esc(z)}</a>' for z in zoos]
     if len(zoos) > 1:
@@ -613,22 +818,22 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     n_local = sum(r.local for v in zoos.values() for r in v)
     local = f" ({n_local} of them local: your own, not verified)" if n_local else ""
     parts = [f'<header class="page"><h1>{esc(title)}</h1><p class="sub">{n} records on {len(zoos)} '
-             f'zoo{"s" if len(zoos) != 1 else ""}{local}. Hover a fragility badge to see its checks; follow an entry '
-             'for its chart, provenance and the command that reproduces it.</p>'
+             f'zoo{"s" if len(zoos) != 1 else ""}{local}. Hover a badge or a chart mark for its details; follow an '
+             'entry for its chart, provenance and the command that reproduces it.</p>'
              f'<nav class="zoos" aria-label="zoos">{"".join(nav)}</nav></header>']
-    if any(r.baseline for recs in zoos.values() for r in recs):
-        parts.append(f'<p class="baseline-note" id="baseline-note"><span class="badge badge-baseline">baseline</span> '
-                     f"{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}.</p>")
     if not zoos:
         parts.append('<p class="muted">No records.</p>')
     for z, recs in zoos.items():
         parts.append(f'<section class="zoo" id="{ids[z]}"><h2>{esc(z)}</h2>'
-                     + zoo_table(z, recs, links, f"table-{slug(z)}", sort) + "</section>")
+                     + zoo_table(z, recs, links, f"table-{slug(z)}", sort, names) + "</section>")
+    if any(r.baseline for recs in zoos.values() for r in recs):
+        parts.append(f'<p class="baseline-note" id="baseline-note"><span class="badge badge-baseline">baseline</span> '
+                     f"{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}.</p>")
     if len(zoos) > 1:
         by_name = {(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok}
         rows = mean_ranks([r for recs in zoos.values() for r in recs])
         parts.append('<section id="aggregate-section"><h2>Across zoos</h2>'
-                     + mean_rank_table(rows, list(zoos), by_name) + "</section>")
+                     + mean_rank_table(rows, list(zoos), by_name, {k[1]: v for k, v in names.items()}) + "</section>")
     if ablation:
         tables = [ablation_table(k, df, f"ablation-{slug(k)}") for k, df in ablation.items()]
         parts.append('<section id="ablation"><h2>DEMOGEN ablations</h2>' + "\n".join(tables) + "</section>")
@@ -659,6 +864,8 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
         raise FileExistsError(f"{out} exists and is not a genbench site (no {MARKER} file); refusing to replace "
                               "it: choose an empty or new directory")
     out.parent.mkdir(parents=True, exist_ok=True)
+    records = list(records)
+    names = entry_names(records)
     zoos = by_zoo(rank_records(records, sort))
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -678,9 +885,9 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
                     fname = f"{base}-{k}"
                 used.add(fname.lower())
                 links[(z, i)] = f"entries/{slug(z)}/{fname}.html"
-                text = entry_page(rec, z, f"../../index.html#zoo-{slug(z)}")
+                text = entry_page(rec, z, f"../../index.html#zoo-{slug(z)}", names)
                 (zdir / f"{fname}.html").write_text(text, encoding="utf-8")
-        (tmp / "index.html").write_text(index_page(zoos, links, ablation, title, sort), encoding="utf-8")
+        (tmp / "index.html").write_text(index_page(zoos, links, ablation, title, sort, names), encoding="utf-8")
         (tmp / MARKER).write_text("This directory is generated by genbench.leaderboard.site.write_site.\n")
         os.chmod(tmp, 0o755)
         _replace_dir(tmp, out)

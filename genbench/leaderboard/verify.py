@@ -3,15 +3,17 @@ genbench leaderboard add: the one way into the shipped folder of records, for a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..defaults import SHIPPED_RESULTS
 from ..errors import GenbenchError
+from ..paths import is_plain_name
 from ..fileio import atomic_write
-from ..measures import get_measure, import_measure_file
-from ..zoo.storage import load_zoo
+from ..measures import get_measure
+from ..zoo.storage import Zoo, load_zoo
 from .records import baselines_source_hash, run_baselines, run_entry
 from .schema import Record, record_path
 
@@ -35,12 +37,18 @@ class Verification:
         return not self.differences and not self.problems
 
 
-def import_submission(folder: str | Path) -> None:
-    """Import a submission's measure.py by path so that its measures are registered."""
-    path = Path(folder) / "measure.py"
-    if not path.is_file():
-        raise GenbenchError(f"the record names submission folder {folder}, which has no measure.py")
-    import_measure_file(path)
+# Re-makes a submission's record in the sandbox (genbench.submit.rerun_record, handed in by the layer above):
+# (record, its zoo, submissions folder or None, device or None) -> the new record, or a GenbenchError saying why not.
+Rerun = Callable[[Record, Zoo, "str | Path | None", "str | None"], dict]
+# the fields of a record that differ between identical runs: when and how long, and the commit of the checkout that
+# re-runs it (a record cites the commit that made it: it must be one of this checkout's history, see known_commit)
+TIMING = ("provenance.seconds", "provenance.date", "provenance.git_commit")
+
+
+def is_submission(rec: Record) -> bool:
+    """Whether a record is a submission's (its code came from outside genbench): it says so by a submission block,
+    or by not being built in."""
+    return rec.data.get("submission") is not None or rec.data.get("builtin") is False
 
 
 def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
@@ -65,20 +73,26 @@ def _compare(path: str, old: Any, new: Any, out: list[tuple[str, Any, Any]], rto
         out.append((path, old, new))
 
 
-def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None) -> Verification:
+def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
+                  submissions: str | Path | None = None, rerun: Rerun | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
-    and check that the measure's source hash and the zoo's table hash are still those recorded."""
+    and check that the measure's source hash and the zoo's table hash are still those recorded.
+
+    A submission's record is re-made by `rerun` (genbench.submit.rerun_record): its measure.py runs again in the
+    sandbox, taken only from the folder named after the entry in the trusted `submissions` folder (default: the
+    checkout's submissions/), never from a path the record names, and every field of the new record except the
+    timings (TIMING) is compared with the recorded one: scores, values, audit, metadata and provenance."""
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
     if rec.data.get("baseline") is True:
         return _verify_baseline(rec, v, device=device)
-    if rec.submission_path:
-        import_submission(rec.submission_path)
+    if is_submission(rec):
+        return _verify_submission(rec, v, device=device, submissions=submissions, rerun=rerun)
     m = get_measure(rec.measure)
     if rec.source_hash and rec.source_hash != m.source_hash:
         v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
                           f"now {m.source_hash[:12]}...")
-    zoo = load_zoo(rec.zoo_name, **({"revision": rec.zoo_revision} if rec.zoo_revision else {}))
+    zoo = load_zoo(*rec.zoo_source())
     table_hash = zoo.table_sha256
     if rec.table_sha256 and rec.table_sha256 != table_hash:
         v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
@@ -96,6 +110,56 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     return v
 
 
+def _without_timing(data: Any, path: str = "") -> Any:
+    """A record's JSON without the TIMING fields."""
+    if isinstance(data, dict):
+        return {k: _without_timing(x, f"{path}.{k}" if path else k) for k, x in data.items()
+                if (f"{path}.{k}" if path else k) not in TIMING}
+    return data
+
+
+def _verify_submission(rec: Record, v: Verification, *, device: str | None, submissions: str | Path | None,
+                       rerun: Rerun | None) -> Verification:
+    """Re-make a submission's record in the sandbox and compare every field but the timings."""
+    if rerun is None:
+        v.problems.append("a submission's record is verified by running its measure.py again in the sandbox, which "
+                          "`genbench verify` and genbench.submit.verify_submission do; verify_record without "
+                          "rerun= never runs submitted code")
+        return v
+    if not is_plain_name(rec.zoo_name):
+        v.problems.append(f"the record's zoo name {rec.zoo_name!r} is not a plain name; verify opens no such path")
+        return v
+    zoo = load_zoo(*rec.zoo_source())
+    if rec.table_sha256 != zoo.table_sha256:
+        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {str(rec.table_sha256)[:12]}..., "
+                          f"now {zoo.table_sha256[:12]}... (rebuild or download the recorded zoo version)")
+        return v
+    try:
+        new = rerun(rec, zoo, submissions, device)
+    except GenbenchError as e:
+        v.problems.append(str(e))
+        return v
+    _compare("", _without_timing(dict(rec.data)), _without_timing(new), v.differences, v.rtol, v.atol)
+    recorded = rec.provenance.get("git_commit")
+    if recorded != new.get("provenance", {}).get("git_commit") and not known_commit(recorded):
+        v.differences.append(("provenance.git_commit", recorded, new.get("provenance", {}).get("git_commit")))
+    return v
+
+
+def known_commit(commit: Any) -> bool:
+    """Whether `commit` is a commit of this checkout's history (a record made at an older commit cites it; a forged
+    one names none). False outside a git checkout: then a differing commit cannot be vouched for."""
+    import subprocess
+    if not isinstance(commit, str) or not commit or not all(c in "0123456789abcdef" for c in commit):
+        return False
+    try:
+        out = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=Path(__file__).parent,
+                             capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
 def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Verification:
     """Re-make a baseline row without the value cache and compare it as verify_record compares a measure's."""
     from ..scoring.baselines import BASELINE_NAMES
@@ -105,7 +169,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Ver
     if rec.source_hash and rec.source_hash != baselines_source_hash():
         v.problems.append("the source of the baselines changed since the record was made: make it again with "
                           "`genbench leaderboard baselines`")
-    zoo = load_zoo(rec.zoo_name, **({"revision": rec.zoo_revision} if rec.zoo_revision else {}))
+    zoo = load_zoo(*rec.zoo_source())
     if rec.table_sha256 and rec.table_sha256 != zoo.table_sha256:
         v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
                           f"now {str(zoo.table_sha256)[:12]}... (rebuild or download the recorded zoo version)")
@@ -121,7 +185,8 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Ver
 
 
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
-               device: str | None = None) -> Verification:
+               device: str | None = None, submissions: str | Path | None = None,
+               rerun: Rerun | None = None) -> Verification:
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
@@ -147,7 +212,7 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
                           "score it again")
     if v.problems:
         return v
-    v = verify_record(path, rtol=rtol, atol=atol, device=device)
+    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun)
     if v.ok and path.read_bytes() != data:
         v.problems.append("the record's file changed while it was verified; add it again")
     if v.ok:

@@ -1,8 +1,9 @@
-"""genbench submit: a submission folder (measure.py + submission.yaml) checked, run in a child process under a
-time budget and a memory cap, and recorded (ok, or failed with the reason) on each zoo."""
+"""genbench submit: a submission folder (measure.py + submission.yaml) checked, its measure's values computed in a
+bubblewrap sandbox under a time budget and a memory cap, and scored and recorded here (ok, or failed with the
+reason) on each zoo; `verify_submission` re-makes a record in the same sandbox and compares it."""
 from ..lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".api": ("submit", "summarize"),
+    ".api": ("rerun_record", "submit", "summarize", "verify_submission"),
     ".metadata": ("Submission", "load_submission"),
 })  # imported on first use

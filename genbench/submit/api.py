@@ -1,11 +1,13 @@
-"""`submit()`: check a submission and its settings, run its entry in the worker, and write one record per zoo,
-turning every way the submitted code can go wrong (crash, hang, memory, NaN, test-data reads) into a failure
-record; `summarize()`: a record's headline numbers."""
+"""`submit()`: check a submission and its settings, compute its measure's values in the sandboxed worker, and make
+one record per zoo here, in the parent: the conformance suite, the scoring and the audit run on the values the
+worker sent (replay.py), and every way the submitted code can go wrong (crash, hang, memory, NaN, a broken
+protocol) becomes a failure record. `run_submission()` makes the records without writing them (what `genbench
+verify` compares); `summarize()`: a record's headline numbers."""
 from __future__ import annotations
 
-import json
+import math
+import numbers
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,17 @@ from ..leaderboard.records import failure_record
 from ..leaderboard.schema import HEADLINE, Record, write_record
 from ..measures import list_measures
 from ..zoo.storage import Zoo, load_zoo
-from .metadata import SUBMISSION_FILE, Submission, load_submission
-from .supervise import run_worker
+from .guard import memory_note
+from .job import export_job, plan_tasks
+from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, load_submission,
+                       trusted_submissions_dir)
+from .replay import Replay
+from .sandbox import SUBMISSIONS_DIR, bwrap_version, memory_limit, sandbox_problem, scratch_dir
+from .supervise import WorkerRun, run_worker
 
-CHECK_MODELS = 2  # models the conformance suite runs on, in the worker
+CHECK_MODELS = 2  # models the conformance suite runs on
 STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and loading its zoos
+SANDBOXED, UNSANDBOXED = "bubblewrap", "none (--unsandboxed)"  # a record's provenance.sandbox
 
 
 def submit_command(sub: Submission, zoo: str, *, partial: bool = False) -> str:
@@ -31,44 +39,60 @@ def submit_command(sub: Submission, zoo: str, *, partial: bool = False) -> str:
     return f"genbench submit {folder} --zoo {zoo}" + (" --allow-partial" if partial else "")
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object written by the worker, or None when it is missing or unreadable."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _matches(rec: dict[str, Any], sub: Submission, zoo: Zoo) -> bool:
-    """Whether a record from the worker is the one asked for: this entry, this zoo, this zoo's table (its fields
-    as the worker wrote them: a missing status is no 'ok')."""
-    r = Record(rec)
-    return (r.written_name == sub.name and r.measure == sub.entry and r.written_status in ("ok", "failed")
-            and r.written_zoo_name == zoo.name and r.table_sha256 == zoo.table_sha256)
-
-
-def _default_timeout(zoos: list[Zoo], audit_zoo: str | None, budget_s: float | None) -> float:
+def _default_timeout(zoos: list[Zoo], audit: Zoo | None, budget_s: float | None) -> float:
     """A generous overall limit: start-up, then every model's budget twice over (checks and audit included)."""
-    n = sum(len(z) for z in zoos) + CHECK_MODELS + 1
-    if audit_zoo:
-        try:
-            n += 2 * len(load_zoo(audit_zoo))
-        except GenbenchError:
-            pass
+    n = sum(len(z) for z in zoos) + CHECK_MODELS + 1 + (2 * len(audit) if audit is not None else 0)
     return STARTUP_S + 2.0 * (budget_s if budget_s is not None else BUDGET_S) * n
+
+
+def _dedupe(message: str) -> str:
+    """'m1: E; m2: E' (the same error on every model checked) as 'E (on all 2 models checked)'."""
+    parts = message.split("; ")
+    errors = {p.partition(": ")[2] for p in parts}
+    if len(parts) > 1 and len(errors) == 1 and all(": " in p for p in parts):
+        return f"{errors.pop()} (on all {len(parts)} models checked)"
+    return message
+
+
+def check_settings(*, budget_s: Any, memory_gb: Any, timeout_s: Any, n_boot: Any) -> None:
+    """Refuse settings that cannot work before anything runs (a negative timeout once replaced a good record by a
+    failure)."""
+    def positive(x: Any) -> bool:  # a positive, finite number: not 0, negative, nan, inf or a bool
+        return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+    if not positive(memory_gb):
+        raise GenbenchError(f"the memory cap must be a positive number of GB, got {memory_gb!r}")
+    if budget_s is not None and not positive(budget_s):
+        raise GenbenchError(f"the per-model budget must be a positive number of seconds, got {budget_s!r}")
+    if timeout_s is not None and not positive(timeout_s):
+        raise GenbenchError(f"the overall time limit must be a positive number of seconds, got {timeout_s!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral) or n_boot < 1:
+        raise GenbenchError(f"the number of bootstrap resamples must be at least 1, got {n_boot!r}")
+
+
+def require_sandbox(unsandboxed: bool) -> None:
+    """Refuse to run submitted code where bubblewrap cannot sandbox it, unless the user said --unsandboxed."""
+    if unsandboxed:
+        return
+    problem = sandbox_problem()
+    if problem is not None:
+        raise GenbenchError(f"cannot sandbox the submission: {problem}. genbench runs submitted code in a bubblewrap "
+                            "sandbox; pass --unsandboxed to run it without one at your own risk (the code then sees "
+                            "everything you can, and its records say so)")
 
 
 def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str | Path | None = None,
            budget_s: float | None = BUDGET_S, memory_gb: float = 4, timeout_s: float | None = None,
            audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, n_boot: int = N_BOOT,
-           echo: Callable[[str, str], None] | None = None, allow_partial: bool = False) -> list[Path]:
-    """Validate a submission folder, run its entry in a child process on each zoo, and write one result
+           echo: Callable[[str, str], None] | None = None, allow_partial: bool = False,
+           unsandboxed: bool = False) -> list[Path]:
+    """Validate a submission folder, compute its entry's values in the sandbox on each zoo, and write one result
     record per zoo (ok, or failed with the reason) into `results_root` (default: the user's results folder,
     $GENBENCH_HOME/results, never the repository's); return the record paths. `echo(text, kind)` receives
-    progress ("stage") and the child's own output ("output"). A partial zoo is refused before the child starts,
-    unless `allow_partial` (then its record is marked partial and not ranked)."""
-    echo = echo or (lambda text, kind: None)
+    progress ("stage") and the worker's own output ("output"). A partial zoo is refused before the worker starts,
+    unless `allow_partial` (then its record is marked partial and not ranked). Where bubblewrap cannot run, the
+    submission is refused unless `unsandboxed`."""
+    check_settings(budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s, n_boot=n_boot)
     sub = load_submission(path)
     zoo_names = list(dict.fromkeys(zoos)) if zoos else list(sub.zoos)
     loaded = [load_zoo(z) for z in zoo_names]  # an unknown or unbuilt zoo is refused before anything runs
@@ -77,52 +101,179 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
     if sub.entry in list_measures():
         raise GenbenchError(f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already a registered "
                             "(built-in or installed) measure; give the submitted measure a name of its own")
-    if memory_gb is None or not memory_gb > 0:
-        raise GenbenchError(f"the memory cap must be a positive number of GB, got {memory_gb!r}")
-    if budget_s is not None and not budget_s > 0:
-        raise GenbenchError(f"the per-model budget must be a positive number of seconds, got {budget_s!r}")
-    if not n_boot >= 1:
-        raise GenbenchError(f"the number of bootstrap resamples must be at least 1, got {n_boot!r}")
+    require_sandbox(unsandboxed)
+    records = run_submission(sub, loaded, budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s,
+                             audit_zoo=audit_zoo, device=device, n_boot=n_boot, echo=echo,
+                             allow_partial=allow_partial, unsandboxed=unsandboxed)
+    return [write_record(rec, results_root) for rec in records]
+
+
+def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None = BUDGET_S, memory_gb: float = 4,
+                   timeout_s: float | None = None, audit_zoo: str | None = AUDIT_ZOO, device: str | None = None,
+                   n_boot: int = N_BOOT, echo: Callable[[str, str], None] | None = None,
+                   allow_partial: bool = False, unsandboxed: bool = False) -> list[dict[str, Any]]:
+    """The records of `sub` on the zoos `loaded` (not written): its values computed in the sandbox (or, when
+    `unsandboxed`, in a plain child process), everything else here."""
+    echo = echo or (lambda text, kind: None)
+    require_sandbox(unsandboxed)
     device = resolve_device(device)  # a missing GPU is refused here, not recorded as the submission's failure
+    memory_bytes = int(memory_gb * 2**30)
+    audit = None
+    if audit_zoo:
+        try:
+            audit = load_zoo(audit_zoo)
+        except GenbenchError:
+            audit = None  # run_entry notes that the audit could not run, as it does for built-in measures
     if timeout_s is None:
-        timeout_s = _default_timeout(loaded, audit_zoo, budget_s)
+        timeout_s = _default_timeout(loaded, audit, budget_s)
     fields = sub.fields()
     commands = [submit_command(sub, z.name, partial=not z.complete) for z in loaded]
+    tasks, n_check = plan_tasks(sub.entry, loaded, check_models=CHECK_MODELS, budget_s=budget_s, audit_zoo=audit)
+    sandbox = UNSANDBOXED if unsandboxed else SANDBOXED
+    replay = Replay(tasks)
+    check: dict[str, Any] = {}
 
-    work = Path(tempfile.mkdtemp(prefix="genbench-submit-"))
-    try:
-        job = {"folder": str(sub.folder.resolve()), "name": sub.name, "entry": sub.entry, "submission": fields,
-               "zoos": [str(z.root.resolve()) for z in loaded], "commands": commands, "budget_s": budget_s,
-               "audit_zoo": audit_zoo, "device": device, "n_boot": n_boot, "check_models": CHECK_MODELS,
-               "allow_partial": allow_partial,
-               "memory_bytes": int(memory_gb * 2**30), "out": str(work)}
-        (work / "job.json").write_text(json.dumps(job))
-        reason, seconds = run_worker(work / "job.json", entry=sub.entry, budget_s=budget_s, memory_gb=memory_gb,
-                                     timeout_s=timeout_s, echo=echo)
-        meta = _read_json(work / "meta.json") or {}
-        paths = []
-        for i, z in enumerate(loaded):
-            rec = _read_json(work / f"record-{i}.json")
-            if rec is not None and not _matches(rec, sub, z):
-                r = Record(rec)
-                reason_i = (f"the worker wrote a record for {r.written_name!r}/{r.measure!r} on "
-                            f"{r.written_zoo_name!r}, not for {sub.name!r}/{sub.entry!r} on "
-                            f"{z.name!r}: the submission tampered with its results")
-                rec = None
+    def fail_all(reason: str, meta: dict[str, Any] | None, seconds: float) -> list[dict[str, Any]]:
+        out = []
+        for z, command in zip(loaded, commands):
+            rec = failure_record(sub.name, sub.entry, z, memory_note(reason, memory_bytes), submission=fields,
+                                 command=command, device=device, seconds=seconds)
+            if meta is not None:
+                rec.update(kind=meta["kind"], citation=meta["citation"], higher_means=meta["higher_means"])
+                rec["provenance"]["measure_version"] = meta["version"]
+            out.append(_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds))
+        return out
+
+    def conformance(run: WorkerRun) -> str | None:
+        """The conformance suite on the worker's first values: None when it passed, else why not."""
+        if "result" not in check:
+            from ..harness import check_measure
+            replay.sync(run.protocol.results)
+            m = replay.measure(sub.entry, run.protocol.meta or {}, sub.source_sha256)
+            try:
+                report = check_measure(m, loaded[0], models=CHECK_MODELS, budget_s=budget_s or BUDGET_S,
+                                       device="cpu")
+            except Exception as e:
+                check["result"] = f"the conformance suite could not run: {type(e).__name__}: {e}"
             else:
-                reason_i = reason
-            if rec is None:
-                rec = failure_record(sub.name, sub.entry, z, reason_i, submission=fields, command=commands[i],
-                                     device=meta.get("device", device or "cpu"), seconds=seconds)
-                r = Record(rec)
-                rec.update(builtin=False, kind=meta.get("kind", r.kind), citation=meta.get("citation", r.citation),
-                           higher_means=meta.get("higher_means", r.higher_means))
-                rec["provenance"]["measure_version"] = meta.get("version")
-                rec["provenance"]["measure_source_hash"] = meta.get("source_hash", sub.source_sha256)
-            paths.append(write_record(rec, results_root))
-        return paths
+                bad = [f"{r.name}: {_dedupe(r.message)}" if r.message else r.name
+                       for r in report.results if not r.passed]
+                check["result"] = "failed the conformance suite: " + "; ".join(bad) if bad else None
+                if not bad:
+                    echo(f"[{loaded[0].name}] conformance suite passed", "stage")
+        return check["result"]
+
+    def on_result(run: WorkerRun) -> bool:
+        return len(run.protocol.results) >= n_check and conformance(run) is not None
+
+    work = scratch_dir("submit")
+    memory = memory_limit(memory_bytes)
+    try:
+        job = work / "job"
+        job.mkdir()
+        measure_file = (str(sub.measure_file.resolve()) if unsandboxed
+                        else f"{SUBMISSIONS_DIR}/{sub.folder.resolve().name}/measure.py")
+        job_file = export_job(job, tasks, entry=sub.entry, measure_file=measure_file, device=device,
+                              memory_bytes=memory_bytes, link=not unsandboxed)
+        where = (f"sandbox: {bwrap_version()}, no network" if not unsandboxed
+                 else "NO SANDBOX (--unsandboxed): the submitted code can read and write whatever you can")
+        echo(f"{where}; memory: {memory.describe()}", "stage")
+        run = run_worker(job_file, tasks=tasks, entry=sub.entry, sandboxed=not unsandboxed,
+                         submission=sub.folder.resolve(), budget_s=budget_s, memory=memory, timeout_s=timeout_s,
+                         device=device, echo=echo, on_result=on_result)
     finally:
+        memory.close()
         shutil.rmtree(work, ignore_errors=True)
+
+    p = run.protocol
+    if run.reason is not None and not run.stopped:
+        return fail_all(run.reason, p.meta, run.seconds)
+    if p.failed is not None:
+        return fail_all(p.failed, None, run.seconds)
+    if p.meta is None:  # cannot happen: the run either failed, or the worker said it was ready
+        return fail_all("the worker ended without importing measure.py", None, run.seconds)
+    reason = conformance(run)
+    if reason is not None:
+        return fail_all(reason, p.meta, run.seconds)
+    replay.sync(p.results)
+    m = replay.measure(sub.entry, p.meta, sub.source_sha256)
+    from ..leaderboard.records import run_entry
+    records = []
+    for z, command in zip(loaded, commands):
+        echo(f"[{z.name}] scoring" + (f", auditing on {audit_zoo}" if audit_zoo else ""), "stage")
+        try:
+            rec = run_entry(m, z, name=sub.name, submission=fields, audit_zoo=audit_zoo, device="cpu",
+                            budget_s=budget_s, n_boot=n_boot, command=command, cache=False,
+                            allow_partial=allow_partial)
+        except Exception as e:
+            rec = failure_record(sub.name, sub.entry, z, f"scoring failed: {type(e).__name__}: {e}",
+                                 submission=fields, command=command, device=device, seconds=run.seconds)
+            rec.update(kind=m.kind, citation=m.citation, higher_means=m.higher_means)
+            rec["provenance"]["measure_version"] = m.version
+        r = Record(rec)
+        if r.status == "failed" and r.failure:
+            rec["failure"] = memory_note(r.failure, memory_bytes)
+        records.append(_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=run.seconds))
+        done = Record(rec)
+        echo(f"[{z.name}] done ({done.status if done.ok else 'failed: ' + str(done.failure)})", "stage")
+    return records
+
+
+MAX_RERUN_BOOT = 100_000  # resamples a record may ask verify for
+
+
+def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None,
+                 device: str | None = None) -> dict[str, Any]:
+    """A submission's record made again on `zoo` (the record's, as `genbench verify` found it) as `genbench submit`
+    made it, in the sandbox: the submission is the folder named after the record's entry inside the trusted
+    `submissions` folder (default: the checkout's submissions/), never a path the record names; the audit zoo,
+    budget and resamples are the record's, each checked first. A GenbenchError says why it cannot be re-made."""
+    rec = Record.of(rec)
+    name = rec.written_name
+    if not is_entry_name(name):
+        raise GenbenchError(f"the record's entry name {name!r} is not a submission folder's name (letters, digits, "
+                            "'_' and '-'); verify runs submissions only from the trusted submissions folder")
+    root = Path(submissions) if submissions is not None else trusted_submissions_dir()
+    if root is None:
+        raise GenbenchError("genbench runs from an installed package, so there is no trusted submissions/ folder: "
+                            "pass --submissions DIR, the folder that holds the submission as DIR/NAME")
+    folder = root / name
+    if not (folder / MEASURE_FILE).is_file() or folder.resolve().parent != root.resolve():
+        raise GenbenchError(f"no submission {name!r} in {root} (a folder {name}/ with measure.py, inside it): verify "
+                            "re-runs a submission only from the trusted submissions folder, never from a path a "
+                            "record names")
+    sub = load_submission(folder)
+    prov = rec.provenance
+    audit_zoo = prov.get("audit_zoo")
+    if audit_zoo is not None and not is_entry_name(audit_zoo):
+        raise GenbenchError(f"the record's audit zoo {audit_zoo!r} is not a zoo name (letters, digits, '_' and '-')")
+    budget_s, n_boot = prov.get("budget_s", BUDGET_S), prov.get("n_boot", N_BOOT)
+    if isinstance(n_boot, numbers.Integral) and n_boot > MAX_RERUN_BOOT:
+        raise GenbenchError(f"the record asks for {n_boot} bootstrap resamples; verify makes at most {MAX_RERUN_BOOT}")
+    check_settings(budget_s=budget_s, memory_gb=4, timeout_s=None, n_boot=n_boot)
+    zoo.require_complete(allow_partial=not rec.zoo_complete)
+    return run_submission(sub, [zoo], budget_s=budget_s, audit_zoo=audit_zoo, device=device, n_boot=int(n_boot),
+                          allow_partial=not rec.zoo_complete)[0]
+
+
+def verify_submission(path: str | Path, *, submissions: str | Path | None = None, device: str | None = None,
+                      rtol: float | None = None, atol: float | None = None) -> Any:
+    """`genbench verify` for one record file of a submission: its measure re-run in the sandbox (rerun_record) and
+    every field but the timings compared; a Verification."""
+    from ..leaderboard.verify import ATOL, RTOL, verify_record
+    return verify_record(path, rtol=RTOL if rtol is None else rtol, atol=ATOL if atol is None else atol,
+                         device=device, submissions=submissions, rerun=rerun_record)
+
+
+def _finish(rec: dict[str, Any], sub: Submission, *, sandbox: str, device: str, budget_s: float | None,
+            seconds: float) -> dict[str, Any]:
+    """What every record of a submission says beside its scores: not built in, the parent's hash of measure.py,
+    the device the values were computed on, the run's wall-clock seconds, the sandbox and the budget."""
+    rec["builtin"] = False
+    prov = rec["provenance"]
+    prov.update(measure_source_hash=sub.source_sha256, device=device, seconds=round(seconds, 3), sandbox=sandbox,
+                budget_s=budget_s)
+    return rec
 
 
 def summarize(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import yaml
 from ..defaults import DEFAULT_ZOO
 from ..errors import GenbenchError, did_you_mean
 
+SUBMISSIONS = "submissions"  # the checkout's folder of submissions
 SUBMISSION_FILE = "submission.yaml"
 MEASURE_FILE = "measure.py"
 REQUIRED = ("title", "authors", "contact", "paper_url", "licence", "entry")
@@ -19,7 +20,7 @@ OPTIONAL = ("zoos",)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _URL = re.compile(r"^https?://[^\s/$.?#][^\s]*$", re.IGNORECASE)
 _SPDX = re.compile(r"^\(?[A-Za-z0-9.+-]+\)?( (AND|OR|WITH) \(?[A-Za-z0-9.+-]+\)?)*$")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
 _MEASURE = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 
 
@@ -48,14 +49,30 @@ class Submission:
         return hashlib.sha256(self.measure_file.read_text(encoding="utf-8").encode()).hexdigest()
 
     def fields(self) -> dict[str, Any]:
-        """The metadata stored in each result record (`path` lets `genbench verify` import measure.py again)."""
-        try:
-            path = self.folder.resolve().relative_to(Path.cwd().resolve())
-        except ValueError:
-            path = self.folder.resolve()
+        """The metadata stored in each result record. `path` says where the submission was run from: for a folder
+        of the checkout's submissions/ the same text wherever genbench runs (`submissions/NAME`), else the folder's
+        absolute path. It is information only: `genbench verify` never runs code from a path a record names."""
+        folder = self.folder.resolve()
+        trusted = trusted_submissions_dir()
+        path = (f"{SUBMISSIONS}/{folder.name}" if trusted is not None and folder.parent == trusted.resolve()
+                else folder.as_posix())
         return {"title": self.title, "authors": list(self.authors), "contact": self.contact,
                 "paper_url": self.paper_url, "licence": self.licence, "entry": self.entry,
-                "zoos": list(self.zoos), "path": path.as_posix()}
+                "zoos": list(self.zoos), "path": path}
+
+
+def trusted_submissions_dir() -> Path | None:
+    """The checkout's submissions/ folder (beside leaderboard/), when genbench runs from a checkout of its
+    repository: where `genbench verify` finds a record's submission by its entry name; None for an installed
+    package."""
+    root = Path(__file__).resolve().parents[2]
+    folder = root / SUBMISSIONS
+    return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def is_entry_name(name: Any) -> bool:
+    """Whether `name` can be a submission's (and so an entry's) name: a plain folder name, no path."""
+    return isinstance(name, str) and len(name) <= 100 and _NAME.match(name) is not None
 
 
 def _fail(file: Path, key: str, expected: str, found: Any) -> GenbenchError:

@@ -1,8 +1,11 @@
-"""The child process of `genbench submit`: caps its own memory, imports the submitted measure.py, runs the
-conformance suite and the scoring on each zoo, and writes one JSON record per zoo where the parent said.
-Usage: python -m genbench.submit.worker JOB.json (the parent writes JOB.json; see api.submit)."""
+"""The sandboxed child of `genbench submit`: it imports the submitted measure.py and, for each task of the job, makes
+one measure call and sends its raw outcome (the value as returned, or the exception raised, and the seconds
+taken) on the result channel. It scores nothing, checks nothing and writes no file: the parent validates the
+values and does the conformance suite, the scoring, the audit and the records itself.
+Usage: python -m genbench.submit.worker JOB_DIR/job.json CHANNEL_FD (the parent writes the job folder; see job.py)."""
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -10,10 +13,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..defaults import BUDGET_S
-from .events import emit
-from .guard import GuardTestData, cap_memory, memory_note
-from .metadata import MEASURE_FILE
+from .events import IMPORTING, MAX_COMPONENTS, MAX_TEXT, send
+from .guard import cap_memory, memory_note
 
 
 def _where(exc: BaseException, path: Path) -> str:
@@ -22,124 +23,143 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" ({path.name} line {frames[-1].lineno})" if frames else ""
 
 
-def _dedupe(message: str) -> str:
-    """'m1: E; m2: E' (the same error on every model checked) as 'E (on all 2 models checked)'."""
-    parts = message.split("; ")
-    errors = {p.partition(": ")[2] for p in parts}
-    if len(parts) > 1 and len(errors) == 1 and all(": " in p for p in parts):
-        return f"{errors.pop()} (on all {len(parts)} models checked)"
-    return message
-
-
-def run(job: dict[str, Any]) -> int:
-    """Do the job; every failure of the submitted code becomes a failure record. Returns the exit status."""
-    emit(stage="importing genbench")
-    from ..device import resolve_device
-    from ..fileio import write_json_atomic
-    from ..harness import check_measure
-    from ..leaderboard.records import failure_record, run_entry
-    from ..leaderboard.schema import Record
-    from ..measures import import_measure_file, list_measures
-    from ..measures.registry import wrap_measure
-    from ..scoring import audit, score  # noqa: F401 - imported before the memory cap, like everything of genbench
-    from ..zoo.storage import load_zoo
-
-    out = Path(job["out"])
-    folder, entry, name, fields = Path(job["folder"]), job["entry"], job["name"], job["submission"]
-    limit = int(job["memory_bytes"])
-    device = resolve_device(job["device"])
-    zoos = [load_zoo(z) for z in job["zoos"]]
-    if not device.startswith("cuda"):  # CUDA reserves huge address ranges: there the parent's watch is the cap
-        cap_memory(limit)
-    start = time.perf_counter()
-
-    def write(i: int, rec: dict[str, Any]) -> None:
-        write_json_atomic(out / f"record-{i}.json", rec)
-
-    def fail_all(reason: str) -> int:
-        for i, z in enumerate(zoos):
-            rec = failure_record(name, entry, z, reason, submission=fields, command=job["commands"][i],
-                                 device=device, seconds=time.perf_counter() - start)
-            rec["builtin"] = False
-            write(i, rec)
-        return 0
-
-    guard = GuardTestData()
-    guard.install()
-    builtins = set(list_measures())
-    measure_path = folder / MEASURE_FILE
-    emit(stage="importing measure.py")
-    raised: BaseException | None = None
-    guard.active += 1  # code run at import is the submission's too
+def _text(x: Any) -> str:
+    """str(x), cut to what the channel carries; a text even when str() itself fails."""
     try:
-        import_measure_file(measure_path)
+        s = str(x)
+    except Exception:
+        s = f"<{type(x).__name__} that cannot be shown>"
+    return s if len(s) <= MAX_TEXT else s[:MAX_TEXT - 3] + "..."
+
+
+class JobZoo:
+    """The exported part of one zoo: each model's checkpoints and training set, by position."""
+
+    def __init__(self, root: Path, spec: dict[str, Any]):
+        self.root, self.models = root, spec["models"]
+        self._tensors: dict[str, Any] | None = None
+
+    def load_model(self, j: int, *, init: bool = False, device: str = "cpu") -> Any:
+        """The model at its final (or initial) weights, as Zoo.load_model builds it."""
+        from safetensors.torch import load_file, safe_open
+
+        from ..models import build_model
+        spec = self.models[j]
+        name = spec.get("init" if init else "checkpoint")
+        if name is None:
+            raise FileNotFoundError(f"this zoo has no {'initial' if init else 'final'} checkpoint of the model")
+        path = str(self.root / name)
+        with safe_open(path, framework="pt") as f:
+            meta = json.loads((f.metadata() or {}).get("genbench", "{}"))
+        model = build_model(meta.get("family", spec["family"]), meta.get("arch", spec["arch"]))
+        model.load_state_dict(load_file(path))
+        return model.to(device).eval()
+
+    def training_set(self, j: int) -> Any:
+        """The model's training set, fresh tensors for every call (a measure may change them in place)."""
+        from safetensors.torch import load_file
+
+        from ..zoo.data import TrainingSet
+        t = self.models[j].get("train")
+        if t is None:
+            return None
+        if self._tensors is None:
+            self._tensors = load_file(str(self.root / "train.safetensors"))
+        return TrainingSet(x=self._tensors[t["x"]].clone(), y=self._tensors[t["y"]].clone(),
+                           num_classes=t["num_classes"], data_kind=t["data_kind"], augmentation=t["augmentation"])
+
+
+def call(m: Any, zoo: JobZoo, task: dict[str, Any], device: str) -> dict[str, Any]:
+    """One measure call on one model, as the harness's run_measure makes it; its raw outcome."""
+    import numpy as np
+    import torch
+
+    from ..harness.evaluate import make_context
+    from ..measures.context import BudgetExceeded
+    from ..measures.weights import rescale_relu_pair
+    j = task["model"]
+    try:
+        model = zoo.load_model(j, device=device)
+        if task["alpha"] is not None:
+            model = rescale_relu_pair(model, task["alpha"])
+        train = zoo.training_set(j)
+    except Exception as e:
+        return {"raised": ["SandboxError", _text(f"the sandbox could not load the model: {type(e).__name__}: {e}")],
+                "seconds": 0.0}
+    init: list[Any] = []
+
+    def init_model() -> Any:
+        if not init:
+            init.append(zoo.load_model(j, init=True, device=device))
+        return copy.deepcopy(init[0])
+
+    ctx = make_context(m, model=model, train=train, init_model=init_model, memo={}, device=device,
+                       seed=task["seed"], budget_s=task["budget_s"])
+    start = time.perf_counter()
+    try:
+        out = m(ctx)
+    except BudgetExceeded as e:
+        return {"budget": _text(e), "seconds": time.perf_counter() - start}
+    except Exception as e:  # a measure's bug is this model's failure, as in the harness
+        name = type(e).__name__
+        return {"raised": [name if name.isidentifier() else "Exception", _text(e)],
+                "seconds": time.perf_counter() - start}
+    seconds = time.perf_counter() - start
+    try:
+        arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
+    except (TypeError, ValueError):
+        name = type(out).__name__
+        return {"nonnumeric": name if name.isidentifier() else "object", "seconds": seconds}
+    if arr.size > MAX_COMPONENTS or arr.ndim > 8:
+        return {"raised": ["ValueError", f"returned {arr.size} numbers of shape {tuple(arr.shape)}; a value may have "
+                                         f"at most {MAX_COMPONENTS} numbers and 8 dimensions"], "seconds": seconds}
+    return {"value": arr.ravel().tolist(), "shape": list(arr.shape), "seconds": seconds}
+
+
+def run(job_file: Path, fd: int) -> int:
+    """Do the job: import measure.py, then one call per task, every outcome sent on channel `fd`."""
+    job = json.loads(job_file.read_text())
+    import torch  # noqa: F401 - loaded before the memory cap, like everything of genbench's
+
+    from ..harness.evaluate import make_context  # noqa: F401
+    from ..measures import get_measure, import_measure_file, list_measures
+    from ..measures.weights import rescale_relu_pair  # noqa: F401
+    from ..models import build_model  # noqa: F401
+    from ..zoo.data import TrainingSet  # noqa: F401
+    device, entry, limit = job["device"], job["entry"], int(job["memory_bytes"])
+    if not device.startswith("cuda"):  # CUDA reserves huge address ranges: there the sandbox's limit is the cap
+        cap_memory(limit)
+    builtins = set(list_measures())
+    measure_file = Path(job["measure_file"])
+    send(fd, stage=IMPORTING)
+    try:
+        import_measure_file(measure_file)
     except BaseException as e:  # SystemExit and KeyboardInterrupt at import are failures of the submission too
-        raised = e
-    finally:
-        guard.active -= 1
-    if guard.reads:  # also when the refusal made the import fail
-        return fail_all(f"read test data at import: {', '.join(sorted(set(guard.reads)))}; measures may only "
-                        "see the training data")
-    if raised is not None:
-        msg = memory_note(f"{type(raised).__name__}: {raised}", limit)
-        return fail_all(f"measure.py raised at import{_where(raised, measure_path)}: {msg}")
+        msg = memory_note(f"{type(e).__name__}: {_text(e)}", limit)
+        send(fd, failed=_text(f"measure.py raised at import{_where(e, measure_file)}: {msg}"))
+        return 0
     registered = sorted(n for n in list_measures() if n not in builtins)
     if entry not in registered:
-        return fail_all(f"measure.py does not register {entry!r} (the entry named in submission.yaml); "
-                        f"it registers {registered}")
-    m = wrap_measure(entry, guard.wrap)
-    write_json_atomic(out / "meta.json", {"kind": m.kind, "citation": m.citation, "version": m.version,
-                                          "higher_means": m.higher_means, "source_hash": m.source_hash,
-                                          "device": device})
-
-    emit(stage=f"running the conformance suite on {min(job['check_models'], len(zoos[0]))} models", zoo=zoos[0].name)
-    try:
-        report = check_measure(entry, zoos[0], models=job["check_models"], budget_s=job["budget_s"] or BUDGET_S,
-                               device=device)
-    except Exception as e:
-        return fail_all(memory_note(f"the conformance suite could not run: {type(e).__name__}: {e}", limit))
-    if guard.reads:
-        return fail_all(f"read test data: the measure tried to read the test set {len(guard.reads)} time(s) "
-                        f"({', '.join(sorted(set(guard.reads)))}); measures may only see the training data")
-    if not report.passed:
-        bad = [f"{r.name}: {_dedupe(r.message)}" if r.message else r.name for r in report.results if not r.passed]
-        return fail_all(memory_note("failed the conformance suite: " + "; ".join(bad), limit))
-    emit(note="conformance suite passed", zoo=zoos[0].name)
-
-    for i, z in enumerate(zoos):
-        emit(stage=f"evaluating {entry} on {len(z)} models, scoring" + (f", auditing on {job['audit_zoo']}"
-                                                                         if job["audit_zoo"] else ""), zoo=z.name)
-        reads_before = len(guard.reads)
-        try:
-            rec = run_entry(entry, z, name=name, submission=fields, audit_zoo=job["audit_zoo"], device=device,
-                            budget_s=job["budget_s"], n_boot=int(job["n_boot"]), command=job["commands"][i],
-                            cache=False,  # every value computed here, under the guard and the cap
-                            allow_partial=bool(job.get("allow_partial")))  # as the user allowed (the parent checked)
-        except Exception as e:
-            rec = failure_record(name, entry, z, memory_note(f"scoring failed: {type(e).__name__}: {e}", limit),
-                                 submission=fields, command=job["commands"][i], device=device,
-                                 seconds=time.perf_counter() - start)
-        if len(guard.reads) > reads_before:
-            rec = failure_record(name, entry, z, f"read test data: the measure tried to read the test set "
-                                 f"{len(guard.reads) - reads_before} time(s) on {z.name}; measures may only see the "
-                                 "training data", submission=fields, command=job["commands"][i], device=device,
-                                 seconds=time.perf_counter() - start)
+        send(fd, failed=_text(f"measure.py does not register {entry!r} (the entry named in submission.yaml); "
+                              f"it registers {registered}"))
+        return 0
+    m = get_measure(entry)
+    send(fd, ready={"kind": m.kind, "needs": list(m.needs), "invariances": list(m.invariances),
+                    "transform": m.transform, "higher_means": m.higher_means, "version": m.version,
+                    "citation": _text(m.citation), "doc": _text(m.doc), "registered": registered[:1000]})
+    zoos = [JobZoo(job_file.parent / z["folder"], z) for z in job["zoos"]]
+    for k, task in enumerate(job["tasks"]):
+        if task["only_if"] and task["only_if"] not in m.invariances:
+            send(fd, task=k, skipped=True)
         else:
-            r = Record(rec)
-            if r.status == "failed" and r.failure:
-                rec["failure"] = memory_note(r.failure, limit)
-        rec["builtin"] = False
-        write(i, rec)
-        done = Record(rec)
-        status = done.status if done.status != "failed" else f"failed: {done.failure}"
-        emit(note=f"done ({status})", zoo=z.name)
+            send(fd, task=k, **call(m, zoos[task["zoo"]], task, device))
+    send(fd, done=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Read the job file the parent wrote and run it."""
     argv = sys.argv[1:] if argv is None else argv
-    return run(json.loads(Path(argv[0]).read_text()))
+    return run(Path(argv[0]), int(argv[1]))
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ from .. import remote
 from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
-from ..paths import zoos_dir
+from ..paths import plain_name, zoos_dir
 from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
 from .recipe import ModelSpec, Recipe, load_recipe
-from .storage import DATASET, MANIFEST, TABLE, Zoo, read_table, save_checkpoint, write_table
+from .storage import DATASET, MANIFEST, Zoo, commit_table, read_table, recover_table, save_checkpoint
 from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
 
 MAX_GROUP = 64
@@ -57,16 +57,22 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
         raise did_you_mean(executor, ("local", "ray"), what="executor")
     if address is not None and executor != "ray":
         raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
+    where = "given as a Recipe" if isinstance(recipe, Recipe) else str(recipe)
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, overrides)
     elif overrides:
         raise GenbenchError("pass overrides with a recipe name or path, not with a parsed Recipe")
     device = resolve_device(device)
+    source = f"recipe {where}"
+    plain_name(recipe.name, what="zoo name", source=f"{source}, field 'name'")  # it names the folder and the records
+    specs = recipe.expand()
+    for spec in specs:  # a model id names its checkpoint files
+        plain_name(spec.model_id, what="model id", source=f"{source} (made from its grid values and twin names)")
     root = Path(out) if out is not None else zoos_dir() / recipe.name
     root.mkdir(parents=True, exist_ok=True)
     fingerprint = recipe_fingerprint(recipe)
     manifest = _existing_manifest(root, fingerprint)
-    specs = recipe.expand()
+    recover_table(root, manifest)  # a table commit a crash interrupted: finished, or undone
     if limit is not None:
         if limit < 1:
             raise GenbenchError(f"--limit must be at least 1, got {limit}")
@@ -90,17 +96,15 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     built_before = 0 if table is None else len(table)
     for rows in finished:
         table = pd.DataFrame(rows) if table is None else pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
-        manifest["files"][TABLE] = write_table(root, table)
         manifest["updated"] = _now()
-        write_json_atomic(root / MANIFEST, manifest)
+        commit_table(root, table, manifest)  # table and manifest: a crash at any point leaves a zoo to resume
         done |= {r["model_id"] for r in rows}
     if executor == "ray" and table is not None and len(table) > built_before:
         # Ray tasks finish in any order: put this run's rows in the order the local executor writes them
         plan = {s.model_id: k for k, s in enumerate(s for g in todo for s in g)}
         new = table.iloc[built_before:].sort_values("model_id", key=lambda ids: ids.map(plan), kind="stable")
         table = pd.concat([table.iloc[:built_before], new], ignore_index=True)
-        manifest["files"][TABLE] = write_table(root, table)
-        write_json_atomic(root / MANIFEST, manifest)
+        commit_table(root, table, manifest)
     zoo = Zoo(root)
     write_text_atomic(root / "README.md", dataset_card(zoo))
     return zoo

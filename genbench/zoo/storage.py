@@ -7,10 +7,12 @@ import fnmatch
 import hashlib
 import json
 import math
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -19,16 +21,20 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ..errors import GenbenchError, did_you_mean
-from ..fileio import atomic_write, sha256_file
+from ..fileio import atomic_write, sha256_file, write_json_atomic
 from ..models import build_model
-from ..paths import zoos_dir
+from ..paths import is_plain_name, plain_name, zoos_dir
 from .data import Pool, TrainingSet, load_pool, train_subset
 from .recipe import TRAIN_DEFAULTS, list_recipes
 
 MANIFEST = "zoo.json"
 TABLE = "models.parquet"
 DATASET = "dataset.safetensors"
+PENDING_TABLE = ".models.parquet.pending"  # a build's next table, before the manifest citing it is written
 TIMING_COLUMNS = ("train_seconds",)  # differ between otherwise identical builds
+FILE_COLUMNS = ("checkpoint", "init_checkpoint")  # the table's paths (relative to the zoo folder)
+HASH_COLUMNS = ("checkpoint_sha256", "init_sha256")  # the table's sha256 hex digests (also used in cache paths)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def save_checkpoint(path: Path, state: dict[str, torch.Tensor], metadata: dict[str, Any]) -> str:
@@ -53,10 +59,65 @@ def read_table(root: Path) -> pd.DataFrame | None:
     return pd.read_parquet(p) if p.exists() else None
 
 
-def write_table(root: Path, table: pd.DataFrame) -> str:
-    """Write models.parquet atomically; return its sha256."""
-    atomic_write(root / TABLE, lambda tmp: table.to_parquet(tmp, index=False))
-    return sha256_file(root / TABLE)
+def commit_table(root: Path, table: pd.DataFrame, manifest: dict[str, Any]) -> str:
+    """Save a zoo's table and the manifest that cites its sha256 (set in `manifest`) so that a crash at any point
+    leaves a zoo that the next build completes; return the sha256.
+
+    1. the new table is written beside the current one (PENDING_TABLE); 2. the manifest citing it is written;
+    3. it replaces the current table. Each step is an atomic rename. A crash before step 2 leaves the current
+    table and manifest in agreement (`recover_table` drops the pending table; the build trains its new models
+    again); a crash after it leaves the manifest citing the pending table, which `recover_table` puts in place."""
+    pending = root / PENDING_TABLE
+    atomic_write(pending, lambda tmp: table.to_parquet(tmp, index=False))
+    manifest.setdefault("files", {})[TABLE] = sha = sha256_file(pending)
+    write_json_atomic(root / MANIFEST, manifest)
+    _install(pending, root / TABLE)
+    return sha
+
+
+def _install(pending: Path, path: Path) -> None:
+    """The last step of `commit_table`: the pending table becomes the table (an atomic rename)."""
+    os.replace(pending, path)
+
+
+def recover_table(root: Path, manifest: dict[str, Any] | None) -> str | None:
+    """Finish or undo a `commit_table` that a crash interrupted; return what was done ('finished', 'dropped') or
+    None when nothing was pending. A pending table that the manifest cites is put in place (the manifest was
+    committed); any other is deleted (it was not: the current table and manifest still agree)."""
+    pending = root / PENDING_TABLE
+    if not pending.is_file():
+        return None
+    cited = ((manifest or {}).get("files") or {}).get(TABLE)
+    if cited is not None and sha256_file(pending) == cited:
+        _install(pending, root / TABLE)
+        return "finished"
+    pending.unlink()
+    return "dropped"
+
+
+def zoo_file(rel: Any, *, source: str) -> str:
+    """`rel` when it is a path inside a zoo folder: relative, '/'-separated, each part a plain file name (no '..',
+    nothing hidden, no absolute path); else a GenbenchError naming it and where it came from. The files a zoo's
+    manifest and table list come from a download, so none of them may point outside the zoo."""
+    parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
+    if not parts or not all(is_plain_name(part) for part in parts):
+        raise GenbenchError(f"file path {rel!r} (from {source}) is not a path inside the zoo folder (plain names "
+                            "separated by '/': letters, digits, '.', '_' and '-', none starting with a dot); "
+                            "genbench refuses to use it; rebuild or re-download the zoo")
+    return rel
+
+
+def _check_table(table: pd.DataFrame, source: str) -> None:
+    """Refuse a table whose file paths or hashes could lead outside the zoo (or its caches): every checkpoint path
+    a `zoo_file`, every hash 64 lowercase hex digits."""
+    for col in FILE_COLUMNS:
+        for v in table[col] if col in table else ():
+            zoo_file(v, source=f"{source}, column {col!r}")
+    for col in HASH_COLUMNS:
+        for v in table[col] if col in table else ():
+            if not (isinstance(v, str) and _SHA256.fullmatch(v)):
+                raise GenbenchError(f"{source}, column {col!r}: {v!r} is not a sha256 (64 hex digits); rebuild or "
+                                    "re-download the zoo")
 
 
 class Zoo:
@@ -75,14 +136,30 @@ class Zoo:
             self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
         except json.JSONDecodeError as e:
             raise GenbenchError(f"{manifest_path} is not valid JSON ({e}); rebuild or re-download the zoo") from None
+        if not isinstance(self.manifest, dict):
+            raise GenbenchError(f"{manifest_path} holds a {type(self.manifest).__name__}, not a JSON object; rebuild "
+                                "or re-download the zoo")
         for key in ("name", "files", "grid", "dataset"):
             if key not in self.manifest:
                 raise GenbenchError(f"{manifest_path} lacks the field {key!r}; rebuild or re-download the zoo")
+        plain_name(self.manifest["name"], what="zoo name", source=f"{manifest_path}, field 'name'")
+        if not isinstance(self.manifest["files"], dict):
+            raise GenbenchError(f"{manifest_path}: field 'files' must map each file to its sha256; rebuild or "
+                                "re-download the zoo")
+        for rel in self.manifest["files"]:
+            zoo_file(rel, source=f"{manifest_path}, field 'files'")
         table = read_table(self.root)
         if table is None:
             raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet: no model is built; "
                                 f"build it with `{build_command(self.name, self.root)}`")
-        self._check_file(TABLE)
+        try:
+            self._check_file(TABLE)
+        except GenbenchError:
+            if repo_id is None and (self.root / PENDING_TABLE).is_file():
+                raise GenbenchError(f"zoo {self.name!r} at {self.root}: a build was interrupted while saving its "
+                                    f"table; finish it with `{build_command(self.name, self.root)}`") from None
+            raise
+        _check_table(table, str(self.root / TABLE))
         self.missing_models: list[str] = []
         if repo_id is not None:
             present = [(self.root / a).is_file() and (self.root / b).is_file()

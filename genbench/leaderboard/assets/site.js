@@ -1,4 +1,5 @@
-/* genbench leaderboard page behaviour: sortable tables and row filters (no dependencies).
+/* genbench leaderboard page behaviour: sortable tables, row filters, the overview charts that follow their tables,
+ * and columns a reader can hide (remembered in localStorage). No dependencies; works from file://.
  * Part of genbench. Copyright the genbench authors. Licensed under the Apache License, Version 2.0
  * (https://www.apache.org/licenses/LICENSE-2.0). */
 (function () {
@@ -36,6 +37,74 @@
     Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) {
       h.setAttribute("aria-sort", h === th ? dir : "none");
     });
+    syncChart(table);
+  }
+
+  var SLOT_MIN = 26;  /* px per mark at least, as site.py draws it: narrower, the chart scrolls */
+
+  /* Lay the overview chart of `table` out in the table's order, showing the marks of its shown rows only. */
+  function syncChart(table) {
+    var fig = document.querySelector('figure.overview[data-table="' + table.id + '"]');
+    if (!fig) { return; }
+    var svg = fig.querySelector("svg.overview-marks");
+    var marks = {};
+    Array.prototype.forEach.call(svg.querySelectorAll("svg.mark"), function (m) {
+      marks[m.getAttribute("data-name")] = m;
+      m.style.display = "none";
+    });
+    var shown = [];
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+      var m = marks[r.getAttribute("data-name")];
+      if (m && !r.hidden) { shown.push(m); }
+    });
+    var w = 100 / Math.max(shown.length, 1), prev = null;
+    shown.forEach(function (m, i) {
+      var g = m.getAttribute("data-group");
+      m.style.display = "";
+      m.setAttribute("x", (i * w).toFixed(4) + "%");
+      m.setAttribute("width", w.toFixed(4) + "%");
+      m.classList.toggle("first", i === 0);
+      m.classList.toggle("run-start", i > 0 && g !== prev);
+      prev = g;
+      svg.appendChild(m);  /* the document order follows too (screen readers, tests) */
+    });
+    svg.style.minWidth = (shown.length * SLOT_MIN) + "px";
+  }
+
+  /* ---- columns a reader hides: one set of column keys for every leaderboard table, kept in localStorage */
+  var STORE = "genbench.hidden-columns";
+
+  function loadHidden() {
+    try {
+      var v = JSON.parse(window.localStorage.getItem(STORE) || "[]");
+      return Array.isArray(v) ? v : [];
+    } catch (e) { return []; }
+  }
+
+  function saveHidden(keys) {
+    try { window.localStorage.setItem(STORE, JSON.stringify(keys)); } catch (e) { /* file:// without storage */ }
+  }
+
+  function showColumn(key, show) {
+    var sel = 'table.leaderboard [data-col="' + key + '"]';
+    Array.prototype.forEach.call(document.querySelectorAll(sel), function (c) {
+      c.classList.toggle("col-off", !show);
+    });
+    var boxes = document.querySelectorAll('details.columns input[data-col="' + key + '"]');
+    Array.prototype.forEach.call(boxes, function (b) { b.checked = show; });
+  }
+
+  function initColumns() {
+    var hidden = loadHidden();
+    hidden.forEach(function (k) { showColumn(k, false); });
+    Array.prototype.forEach.call(document.querySelectorAll("details.columns input[data-col]"), function (box) {
+      box.addEventListener("change", function () {
+        var key = box.getAttribute("data-col"), keys = loadHidden().filter(function (k) { return k !== key; });
+        if (!box.checked) { keys.push(key); }
+        saveHidden(keys);
+        showColumn(key, box.checked);
+      });
+    });
   }
 
   function initSortable(table) {
@@ -66,6 +135,7 @@
         if (ok) { shown += 1; }
       });
       if (count) { count.textContent = shown + " of " + rows.length + " entries shown"; }
+      syncChart(table);
     }
     input.addEventListener("input", apply);
     apply();
@@ -74,6 +144,7 @@
   function init() {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable-table"), initSortable);
     Array.prototype.forEach.call(document.querySelectorAll("input.row-filter"), initFilter);
+    initColumns();
     document.documentElement.setAttribute("data-ready", "1");
   }
 
