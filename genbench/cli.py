@@ -585,7 +585,7 @@ def measures_check(names: list[str] = typer.Argument(..., help="measure names or
                    budget_s: float = typer.Option(60.0, "--budget-s", help="seconds allowed per model"),
                    device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                    ) -> None:
-    """Run the conformance suite: deterministic, finite, stable shape, budget, invariances, no test data."""
+    """Run the conformance suite: deterministic, finite, stable shape, budget, invariances."""
     from .harness import check_measure
     from .measures import resolve_measures
 

@@ -200,7 +200,7 @@ def test_the_test_split_and_the_gaps_are_out_of_reach(tmp_path, home, digits_zoo
                 frames = [f.frame.f_locals for f in inspect.stack()]
                 objects = gc.get_objects() + [v for f in frames for v in f.values()]
                 tables = [o for o in objects if isinstance(o, pd.DataFrame) and "gap" in o.columns]
-                tests = [o for o in objects if type(o).__name__ in ("Zoo", "Pool", "_GuardedZoo")]
+                tests = [o for o in objects if type(o).__name__ in ("Zoo", "Pool")]
                 if tables or tests:
                     return tables, tests
                 raise LookupError("no zoo table and no test data in reach")

@@ -1,6 +1,8 @@
 """The conformance suite a measure must pass (like scikit-learn's estimator checks): it runs, is
-deterministic under a seed, finite, of a stable shape, within budget, keeps its declared invariances,
-and never touches test data."""
+deterministic under a seed, finite, of a stable shape, within budget, and keeps its declared invariances.
+Test data is not this suite's business: a measure's context holds no test split, and a submitted measure runs
+in the sandbox (genbench/submit/sandbox.py), where the test split and the table of gaps are not there to read
+(tests/test_sandbox.py plants measures that try)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -51,21 +53,6 @@ class CheckReport:
         return "\n".join(lines)
 
 
-class _GuardedZoo:
-    """A zoo whose test data cannot be read: any attempt is counted and refused."""
-
-    def __init__(self, zoo: Any):
-        self._zoo = zoo
-        self.test_reads = 0
-
-    def test_data(self, model_id: str) -> Any:
-        self.test_reads += 1
-        raise PermissionError("measures may not read test data")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._zoo, name)
-
-
 def _close(a: Any, b: Any, rtol: float) -> bool:
     return a is not None and b is not None and np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=1e-12)
 
@@ -79,18 +66,16 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     elif not hasattr(zoo, "model_ids"):
         zoo = load_zoo(zoo)
     device = resolve_device(device)
-    guarded = _GuardedZoo(zoo)
     ids = zoo.model_ids[:max(2, models)]
     if len(ids) < 2:
         raise GenbenchError(f"the conformance suite needs a zoo with at least 2 models; {zoo.name!r} has {len(ids)}")
     report = CheckReport(m.name)
 
-    runs = [evaluate_one(guarded, mid, [m], device=device, seed=seed, budget_s=budget_s)[m.name] for mid in ids]
-    again = evaluate_one(guarded, ids[0], [m], device=device, seed=seed, budget_s=budget_s)[m.name]
+    runs = [evaluate_one(zoo, mid, [m], device=device, seed=seed, budget_s=budget_s)[m.name] for mid in ids]
+    again = evaluate_one(zoo, ids[0], [m], device=device, seed=seed, budget_s=budget_s)[m.name]
     errors = [f"{mid}: {r['error']}" for mid, r in zip(ids, runs) if r["error"]]
     report.add("runs, finite, right kind of output", not errors, "; ".join(errors))
     if errors:
-        report.add("no test data touched", guarded.test_reads == 0, f"{guarded.test_reads} test-data reads")
         return report
     report.add("deterministic under a fixed seed", _close(runs[0]["value"], again["value"], RTOL_DETERMINISM),
                "" if _close(runs[0]["value"], again["value"], RTOL_DETERMINISM)
@@ -99,7 +84,6 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     report.add("stable shape across models", len(shapes) == 1, f"shapes {sorted(shapes)}")
     slowest = max(r["seconds"] for r in runs)
     report.add("within budget", slowest <= budget_s, f"slowest model {slowest:.2f} s of {budget_s:g} s")
-    report.add("no test data touched", guarded.test_reads == 0, f"{guarded.test_reads} test-data reads")
     if "relu_rescale" in m.invariances:
         model = zoo.load_model(ids[0], device=device)
         ctx = make_context(m, model=rescale_relu_pair(model, RESCALE_ALPHA), train=zoo.training_set(ids[0]),
