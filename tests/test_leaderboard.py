@@ -351,6 +351,38 @@ def test_shipped_records_are_on_complete_zoos_and_carry_no_completeness_fields()
         assert rec.zoo_complete and sorted(rec.zoo) == ["name", "revision", "table_sha256", "version"], path
 
 
+def test_every_shipped_score_lies_inside_its_interval_and_its_pooled_kfold_is_recomputed_from_the_record():
+    """Issue 14: no point outside its own interval; the k-fold R^2 and its interval are what the record's own held-out
+    predictions give on the zoo's paired resamples (the leaderboard recomputes groups from exactly these)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from genbench.leaderboard.schema import Record
+    from genbench.scoring.resample import percentile_interval, pooled_scores, resample_weights
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
+    checked = 0
+    for path in paths:
+        rec = Record(json.loads(path.read_text()))
+        if not rec.ok:
+            continue
+        for key in rec.score_keys():
+            v, (lo, hi) = rec.score(key), rec.interval(key)
+            if v is not None and lo is not None:
+                assert lo <= v <= hi, (path.name, key, v, lo, hi)
+                checked += 1
+        boot = rec.scores["bootstrap"]
+        w = resample_weights(len(rec.values["model_id"]), table_sha256=boot["table_sha256"], seed=boot["seed"],
+                             n_boot=boot["n_boot"])
+        heldout = np.array([[np.nan if x is None else x for x in row] for row in rec.values["heldout"]])
+        r2, _ = pooled_scores(np.array(rec.values["gap"]), heldout)
+        assert r2[0] == pytest.approx(rec.score("kfold_r2"), abs=1e-12), path.name
+        assert percentile_interval(pooled_scores(np.array(rec.values["gap"]), heldout, w)[0]) == \
+            pytest.approx(rec.interval("kfold_r2"), abs=1e-12), path.name
+    assert checked > 200
+
+
 # ---------------------------------------------------------------- the paired bootstrap behind the rank groups
 
 
