@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 import yaml
@@ -470,15 +470,19 @@ def leaderboard_baselines(zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", 
         _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
 
 
+def _submissions_option() -> Any:
+    """--submissions of `verify` and `leaderboard add`: where a submission's code is taken from, never the record."""
+    return typer.Option(None, "--submissions", help="the trusted folder of submissions a submission's record is "
+                        "re-run from, as DIR/NAME (default: the checkout's submissions/)")
+
+
 @app.command("verify")
 def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (ZOO/NAME.json in a results "
                                                                  "folder)"),
                rtol: float = typer.Option(1e-5, help="relative tolerance"),
                atol: float = typer.Option(1e-8, help="absolute tolerance"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
-               submissions: Optional[Path] = typer.Option(None, "--submissions", help="the trusted folder of "
-                                                          "submissions a submission's record is re-run from, as "
-                                                          "DIR/NAME (default: the checkout's submissions/)"),
+               submissions: Optional[Path] = _submissions_option(),
                ) -> None:
     """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
 
@@ -521,9 +525,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                     rtol: float = typer.Option(1e-5, help="relative tolerance"),
                     atol: float = typer.Option(1e-8, help="absolute tolerance"),
                     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
-                    submissions: Optional[Path] = typer.Option(None, "--submissions", help="the trusted folder of "
-                                                               "submissions a submission's record is re-run from, as "
-                                                               "DIR/NAME (default: the checkout's submissions/)"),
+                    submissions: Optional[Path] = _submissions_option(),
                     ) -> None:
     """Verify records and copy each one that reproduces into the shipped folder of verified records.
 

@@ -484,9 +484,9 @@ def test_identical_measures_share_a_group_and_are_shown_once():
     assert table.loc["norm.fro_prod", "aliases"] == "norm.fro_sum" and "norm.fro_sum" not in table.index
 
 
-def test_paired_groups_of_50_entries_on_216_models_take_well_under_a_second():
-    import time
-
+def test_paired_groups_of_50_entries_with_growing_noise_separate():
+    """50 entries on 216 models, each noisier than the last: paired groups tell them apart (the time this takes is
+    benchmarks/ranking.py's)."""
     import numpy as np
 
     from site_records import gaps, heldout_of, scored_record
@@ -495,11 +495,8 @@ def test_paired_groups_of_50_entries_on_216_models_take_well_under_a_second():
     rng = np.random.default_rng(9)
     records = [scored_record(f"m{i:02d}", "z", gap, heldout_of(gap, rng.normal(0, (0.2 + i / 50) * gap.std(), 216),
                                                                 i), n_boot=1000) for i in range(50)]
-    start = time.perf_counter()
     ranked = rank_records(records)
-    seconds = time.perf_counter() - start
     assert len(ranked) == 50 and ranked[0].rank_group == 1 and ranked[-1].rank_group > 5
-    assert seconds < 0.5, f"ranking 50 records x 1000 resamples x 216 models took {seconds:.2f} s"
 
 
 # ---------------------------------------------------------------- baselines, hidden columns, refusals on every view

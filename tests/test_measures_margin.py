@@ -103,15 +103,20 @@ def test_qrt_signatures_use_normalised_positive_margins():
                                                  np.mean(np.maximum(0, 1 - d_h / np.sqrt(tv_h)))], rtol=1e-6)
 
 
-def test_one_backward_pass_equals_a_per_example_loop():
-    torch.manual_seed(0)
-    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=3, batchnorm=True, dropout=0.3))
+def _bn_mlp(seed: int, **arch) -> torch.nn.Module:
+    """A 3-layer batchnorm MLP (12 inputs, 5 classes) in eval mode, its running statistics randomised."""
+    torch.manual_seed(seed)
+    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=3, batchnorm=True, **arch))
     with torch.no_grad():
         for mod in net.modules():
             if isinstance(mod, torch.nn.BatchNorm1d):
                 mod.running_mean.normal_()
                 mod.running_var.uniform_(0.5, 2.0)
-    net.eval()
+    return net.eval()
+
+
+def test_one_backward_pass_equals_a_per_example_loop():
+    net = _bn_mlp(0, dropout=0.3)
     x, y = torch.randn(30, 12), torch.randint(0, 5, (30,))
     layers = net.probe_layers()
     fast = M.compute_margins(net, layers, iter([(x, y)]))
@@ -148,14 +153,7 @@ class _TimesOne(torch.nn.Module):
 
 
 def test_backward_from_the_head_equals_backward_from_the_logits_bit_for_bit():
-    torch.manual_seed(3)
-    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=3, batchnorm=True))
-    with torch.no_grad():
-        for mod in net.modules():
-            if isinstance(mod, torch.nn.BatchNorm1d):
-                mod.running_mean.normal_()
-                mod.running_var.uniform_(0.5, 2.0)
-    net.eval()
+    net = _bn_mlp(3)
     x, y = torch.randn(200, 12), torch.randint(0, 5, (200,))
     layers = net.probe_layers()
     head = M.compute_margins(net, layers, iter([(x[:120], y[:120]), (x[120:], y[120:])]))

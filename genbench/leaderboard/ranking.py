@@ -197,26 +197,6 @@ def _check_pairable(zoo: str, recs: Sequence[Record], heldout: Mapping[str, np.n
                             f"NAME --zoo {zoo}`")
 
 
-def pooled_many(y: np.ndarray, stack: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """resample.pooled_scores of E entries at once ([E, R, n] held-out predictions of the same target, finite for
-    the same models), with one matrix product for all of them: [E, B] pooled R^2 and MSE, as pooled_scores gives
-    them entry by entry."""
-    e, r, n = stack.shape
-    ok = np.isfinite(y) & np.isfinite(stack).all((0, 1))
-    w = np.where(ok, np.atleast_2d(np.asarray(weights, float)), 0.0)
-    y0, h0 = np.where(ok, y, 0.0), np.where(ok, stack, 0.0)
-    tot = w.sum(1)
-    safe = np.where(tot > 0, tot, 1.0)
-    ybar = (w * y0).sum(1) / safe
-    ss_tot = (w * (y0 - ybar[:, None]) ** 2).sum(1)
-    sq = np.ascontiguousarray(((y0 - h0) ** 2).reshape(e * r, n).T)  # [n, E R]
-    sse = (w @ sq).reshape(len(w), e, r).transpose(1, 0, 2)  # [E, B, R]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = np.where(ss_tot[None, :, None] > 0, 1.0 - sse / ss_tot[None, :, None], np.nan).mean(2)
-        mse = np.where(tot[None, :, None] > 0, sse / safe[None, :, None], np.nan).mean(2)
-    return r2, mse
-
-
 def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None], sort: str) -> np.ndarray:
     """[E, B] bootstrap draws of the ranking score of each entry, all on the zoo's one resample matrix (a function
     of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions
@@ -230,12 +210,8 @@ def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None
         ok = np.isfinite(y) & np.isfinite(h).all(0)  # type: ignore[arg-type, union-attr]
         batches.setdefault((y.tobytes(), ok.tobytes(), len(h)), []).append(i)  # type: ignore[union-attr, arg-type]
     for idx in batches.values():
-        y = _gap(recs[idx[0]])
-        if len(idx) == 1:
-            out[idx[0]] = pooled_scores(y, heldout[recs[idx[0]].name], w)[PAIRED[sort]]  # type: ignore[arg-type]
-        else:
-            stack = np.stack([heldout[recs[i].name] for i in idx])  # type: ignore[misc]
-            out[idx] = pooled_many(y, stack, w)[PAIRED[sort]]  # type: ignore[arg-type]
+        stack = np.stack([heldout[recs[i].name] for i in idx])  # type: ignore[misc]
+        out[idx] = pooled_scores(_gap(recs[idx[0]]), stack, w)[PAIRED[sort]]
     return out
 
 
@@ -246,8 +222,7 @@ def paired_rank_groups(zoo: str, scored: Sequence[Record], heldout: Mapping[str,
         return []
     _check_pairable(zoo, scored, heldout)
     draws = paired_draws(scored, heldout, sort)
-    return paired_groups([r.score(sort) for r in scored], draws,  # type: ignore[misc]
-                         lower_is_better=score_spec(sort).lower_is_better)
+    return paired_groups([r.score(sort) for r in scored], draws)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- what a view says about a zoo

@@ -30,14 +30,6 @@ def adjusted_r2(r2: float | np.ndarray, n: int, p: int) -> float | np.ndarray:
     return 1.0 - (1.0 - r2) * (n - 1) / (n - p - 1)
 
 
-def fold_ids(n: int, k: int = K_FOLDS, seed: int = 0) -> np.ndarray:
-    """Fold of each of n models: scikit-learn's KFold, shuffled with the given seed."""
-    ids = np.empty(n, dtype=int)
-    for f, (_, test) in enumerate(KFold(k, shuffle=True, random_state=seed).split(np.zeros(n))):
-        ids[test] = f
-    return ids
-
-
 class PhiRegression(RegressorMixin, BaseEstimator):
     """Least squares of y on phi(x), phi in {linear, log}; "select" picks the one with the better fit on the
     training models (the caller offers it only when every value is positive); `phi_` is the one used."""

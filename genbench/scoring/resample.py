@@ -33,23 +33,28 @@ def pooled_scores(y: np.ndarray, heldout: np.ndarray, weights: np.ndarray | None
     """Pooled k-fold R^2 and MSE of held-out predictions [R, n] (one row per shuffle), averaged over the R shuffles,
     on each resample (weights [B, n] of model multiplicities; None: the models once). Returns two [B] arrays (B = 1
     without weights). Models whose prediction is NaN in any shuffle are left out (weight 0). R^2 is NaN where the
-    resampled target has no spread."""
+    resampled target has no spread. Several entries at once: heldout [E, R, n] (finite for the same models) gives
+    two [E, B] arrays from one matrix product."""
     y = np.asarray(y, float)
-    heldout = np.atleast_2d(np.asarray(heldout, float))
+    h = np.asarray(heldout, float)
+    single = h.ndim <= 2
+    stack = np.atleast_2d(h)[None] if single else h  # [E, R, n]
+    e, r, n = stack.shape
     w = np.ones((1, len(y))) if weights is None else np.atleast_2d(np.asarray(weights, float))
-    ok = np.isfinite(y) & np.isfinite(heldout).all(0)
+    ok = np.isfinite(y) & np.isfinite(stack).all((0, 1))
     w = np.where(ok, w, 0.0)
-    y0, h0 = np.where(ok, y, 0.0), np.where(ok, heldout, 0.0)
+    y0, h0 = np.where(ok, y, 0.0), np.where(ok, stack, 0.0)
     tot = w.sum(1)
     safe = np.where(tot > 0, tot, 1.0)
     ybar = (w * y0).sum(1) / safe
     spread = np.where(w > 0, y0, -np.inf).max(1) > np.where(w > 0, y0, np.inf).min(1)
     ss_tot = np.where(spread, (w * (y0 - ybar[:, None]) ** 2).sum(1), 0.0)
-    sse = (w @ ((y0[None, :] - h0) ** 2).T)  # [B, R]
+    sq = np.ascontiguousarray(((y0 - h0) ** 2).reshape(e * r, n).T)  # [n, E R]
+    sse = (w @ sq).reshape(len(w), e, r).transpose(1, 0, 2)  # [E, B, R]
     with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = np.where(ss_tot[:, None] > 0, 1.0 - sse / ss_tot[:, None], np.nan).mean(1)
-        mse = np.where(tot[:, None] > 0, sse / safe[:, None], np.nan).mean(1)
-    return r2, mse
+        r2 = np.where(ss_tot[None, :, None] > 0, 1.0 - sse / ss_tot[None, :, None], np.nan).mean(2)
+        mse = np.where(tot[None, :, None] > 0, sse / safe[None, :, None], np.nan).mean(2)
+    return (r2[0], mse[0]) if single else (r2, mse)
 
 
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float] | None:
@@ -73,8 +78,7 @@ def _contains_zero(d: np.ndarray, level: float) -> bool:
     return bool(finite[0] == 0) if iv is None else iv[0] <= 0 <= iv[1]
 
 
-def paired_groups(scores: Sequence[float], draws: np.ndarray, *, lower_is_better: bool = False,
-                  level: float = LEVEL) -> list[int]:
+def paired_groups(scores: Sequence[float], draws: np.ndarray, *, level: float = LEVEL) -> list[int]:
     """Rank groups (1, 2, ...) of entries already sorted best first, from their paired bootstrap draws [E, B] (the
     same resamples for every entry). Walking down, an entry stays in the current leader's group while the `level`
     percentile interval of (entry - leader) over the resamples contains 0; otherwise it leads the next group."""
