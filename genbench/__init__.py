@@ -1,5 +1,8 @@
 """genbench: a benchmark of generalization measures on zoos of trained networks."""
 from .lazy import lazy_exports
+from .numerics import pin_cpu_numerics
+
+pin_cpu_numerics()  # before torch runs anything: builds bit-identical across x86 machines (genbench/numerics.py)
 
 # Each name is imported on first use (genbench/lazy.py): `import genbench` alone imports neither torch nor sklearn.
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {

@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Column, Table
 
-from .defaults import AUDIT_ZOO, BUDGET_S, CHECK_ZOO, DEFAULT_ZOO, N_BOOT, SEED, SHIPPED_RESULTS
+from .defaults import AGGREGATE_RULE, AUDIT_ZOO, BUDGET_S, CHECK_ZOO, DEFAULT_ZOO, N_BOOT, SEED, SHIPPED_RESULTS
 from .errors import GenbenchError
 from .harness.malloc import keep_freed_memory
 from .leaderboard.format import DIGITS, TEXT_FORMATS, number
@@ -173,7 +173,9 @@ def zoo_push(folder: str = typer.Argument(..., help="zoo folder (or the name of 
 
     pushed = push_zoo(folder, repo, private=private)
     _report_push(pushed, "files")
-    console.print(f"  download it with `genbench zoo download {pushed.repo_id}`")
+    console.print(f"  tagged {pushed.tag}: records made on this zoo are verified against exactly this copy")
+    console.print(f"  download it with `genbench zoo download {pushed.repo_id}` (add --revision {pushed.tag} for "
+                  "this version)")
 
 
 def _report_push(pushed, what: str) -> None:
@@ -298,14 +300,15 @@ def _print_leaderboard(table: pd.DataFrame, ranked: list[Record], sort: str, not
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
             _say(f"{_entry(r)}{sub}: {r['failure'] or 'no reason recorded'}", indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
-    if table["zoo"].nunique() > 1 and not agg.empty:
+    if not agg.empty and agg["zoos"].max() > 1:  # official zoos only (defaults.OFFICIAL_ZOOS)
         names = {name: entry for (_, name), entry in entry_names(ranked).items()}
         t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
-                  title=f"across zoos: mean of the per-zoo ranks by {sort}")
+                  title=f"across the official zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
             t.add_row(_entry({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}),
                       number(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
+        _say(f"across zoos: {AGGREGATE_RULE}", indent=2)
     _print_notes(notes, console)
     if "submission" in table and table["submission"].astype(bool).any():
         _say(NAMING)
@@ -470,6 +473,13 @@ def leaderboard_baselines(zoo: list[str] = typer.Option([DEFAULT_ZOO], "--zoo", 
         _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
 
 
+def _cited_zoo_option():
+    """--zoo of verify and leaderboard add: where the zoo a record cites is (default: found by its table hash)."""
+    return typer.Option(None, "--zoo", help="a copy of the zoo the records cite: folder, local name or "
+                        "hf://ORG/NAME[@REVISION] (default: the record's own zoo, else the canonical copy on the Hub "
+                        "found by the record's table hash)")
+
+
 def _submissions_option() -> Any:
     """--submissions of `verify` and `leaderboard add`: where a submission's code is taken from, never the record."""
     return typer.Option(None, "--submissions", help="the trusted folder of submissions a submission's record is "
@@ -483,6 +493,7 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
                atol: float = typer.Option(1e-8, help="absolute tolerance"),
                device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                submissions: Optional[Path] = _submissions_option(),
+               zoo: Optional[str] = _cited_zoo_option(),
                ) -> None:
     """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
 
@@ -493,7 +504,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
 
     failed = 0
     for path in records:
-        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record)
+        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record,
+                          zoo=zoo)
         if v.ok:
             console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g})")
             continue
@@ -526,6 +538,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                     atol: float = typer.Option(1e-8, help="absolute tolerance"),
                     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
                     submissions: Optional[Path] = _submissions_option(),
+                    zoo: Optional[str] = _cited_zoo_option(),
                     ) -> None:
     """Verify records and copy each one that reproduces into the shipped folder of verified records.
 
@@ -545,7 +558,8 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
     refused = 0
     for path in records:
-        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record)
+        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun_record,
+                       zoo=zoo)
         if v.ok:
             how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced
                                                                         else "")
@@ -719,9 +733,12 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               zoo: str = typer.Option(AUDIT_ZOO, "--zoo", help="zoo name or folder (twins and learning curves)"),
               device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if present)"),
               control_models: int = typer.Option(4, "--control-models", help="models in the rescaling control"),
-              n_boot: int = typer.Option(N_BOOT, "--n-boot", help="seed-bootstrap resamples"),
+              n_boot: int = typer.Option(N_BOOT, "--n-boot", help="accepted for scripts; the audit's tests are "
+                                         "analytic (seed-level standard errors), not bootstrapped"),
               details: bool = typer.Option(False, "--details", help="also print the per-cell and per-curve tables"),
               json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+              plot: Optional[Path] = typer.Option(None, "--plot", help="write the learning curves (measure and test "
+                                                  "error against train size, per arm) here: .svg or .png"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
     from rich.markup import escape
@@ -731,6 +748,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     from .zoo import load_zoo
 
     _check_limits(counts={"--n-boot": n_boot})
+    if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
+        raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
     z = load_zoo(zoo)
     report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
     admitted = ", ".join(f"{k} {v:.0%}" for k, v in report.admitted.items()) or "no twins"
@@ -753,6 +772,10 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     if json_out:
         write_json_atomic(json_out, report.to_dict())
         console.print(f"report written to {json_out}")
+    if plot is not None:
+        from .leaderboard.curves import write_curve_plot
+        write_curve_plot(report, plot, measure=measure, form=report.form)
+        console.print(f"learning curves written to {plot}")
 
 
 @app.command("submit")

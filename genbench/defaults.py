@@ -8,5 +8,13 @@ N_BOOT = 1000                     # bootstrap resamples behind every 95% interva
 SEED = 0                          # the seed of measures' generators and of the bootstrap
 DEFAULT_ZOO = "mnist1d-demogen"   # the embedded default zoo: what the README and a plain submission use
 AUDIT_ZOO = "mnist1d-fragility"   # the zoo with twins and learning curves the fragility audit runs on
+# The zoos the benchmark ranks on; only their complete builds enter the cross-zoo aggregate (test zoos such as
+# digits-mlp, partial zoos and zoos of one's own are ranked on their own, never aggregated). The CIFAR recipes join
+# when built on a GPU.
+OFFICIAL_ZOOS = ("mnist1d-demogen", "mnist1d-fantastic")
+AGGREGATE_RULE = ("mean of the per-zoo ranks (1 = best, by the sort column) over the official zoos "
+                  f"({', '.join(OFFICIAL_ZOOS)}), each zoo weighted equally; an entry missing or failed on an official "
+                  "zoo is averaged over the zoos it is ranked on, and the zoos column says how many")
+HUB_ORG = "genbench"              # canonical zoos live on the Hub as HUB_ORG/NAME, tagged by table hash (zoo/hub.py)
 CHECK_ZOO = "digits-mlp"          # the tiny zoo the conformance suite runs on (built when missing)
 SHIPPED_RESULTS = Path("leaderboard") / "results"  # a checkout's verified records (paths.shipped_results_dir)

@@ -137,6 +137,11 @@ class RecordingApi:
         self.calls.append(("upload_large_folder", kwargs))
         self._commit(kwargs)
 
+    def create_tag(self, repo_id: str, *, tag: str, revision: str, repo_type: str, exist_ok: bool) -> None:
+        self.calls.append(("create_tag", {"repo_id": repo_id, "tag": tag, "revision": revision,
+                                          "repo_type": repo_type, "exist_ok": exist_ok}))
+        git(self.hub.repo_dir(repo_id), "tag", "-f", tag, revision)
+
 
 def zoo_files(zoo) -> list[str]:
     """Every file a zoo is made of, as pushed."""
@@ -175,12 +180,16 @@ def test_zoo_round_trips_through_the_loopback_hub(published, hub, hub_env, digit
     # the exact calls of the publish path
     assert api.calls[0] == ("create_repo", {"repo_id": REPO, "repo_type": "dataset", "private": False, "exist_ok": True})
     name, upload = api.calls[1]
-    assert name == "upload_folder" and len(api.calls) == 2
+    assert name == "upload_folder" and len(api.calls) == 3
     assert upload["repo_id"] == REPO and upload["repo_type"] == "dataset"
     assert upload["folder_path"] == str(digits_zoo.root) and "digits-mlp" in upload["commit_message"]
     assert sorted(api.uploaded[REPO]) == sorted(files)  # exactly the zoo's files, nothing else of the folder
     head = git(hub.repo_dir(REPO), "rev-parse", "HEAD")
     assert pushed.commit == head and pushed.files == files
+    tag = "table-" + digits_zoo.table_sha256[:16]  # the zoo's content hash names its commit
+    assert api.calls[2] == ("create_tag", {"repo_id": REPO, "tag": tag, "revision": head, "repo_type": "dataset",
+                                           "exist_ok": True})
+    assert pushed.tag == tag and gb.load_zoo(f"hf://{REPO}", revision=tag).revision == head
 
     result = runner.invoke(app, ["zoo", "download", REPO])
     assert result.exit_code == 0, result.output
@@ -234,6 +243,48 @@ def test_a_record_made_on_a_hub_zoo_is_verified_from_the_hub(published, hub_env,
     planted["scores"]["values"]["kfold_r2"] += 0.1
     path.write_text(json.dumps(planted))
     assert [d[0] for d in verify_record(path).differences] == ["scores.values.kfold_r2"]
+
+
+def test_a_record_on_a_local_build_is_verified_against_the_canonical_zoo_found_by_its_hash(
+        published, hub_env, digits_zoo, tmp_path, monkeypatch):
+    """Issue 15 item 6: a record made on a local build cites the zoo's table hash; a machine without that build (or
+    with a build that differs) verifies it against the canonical copy on the Hub, found by the hash's tag."""
+    from genbench.leaderboard.records import run_entry
+    from genbench.leaderboard.schema import Record, write_record
+    from genbench.leaderboard.verify import verify_record
+    _, pushed = published
+    rec = Record(run_entry("norm.params", digits_zoo, audit_zoo=None, n_boot=50, cache=False))
+    assert rec.zoo_source() == ("digits-mlp", None) and rec.table_sha256 == digits_zoo.table_sha256
+    path = write_record(rec, tmp_path / "results")
+    other = tmp_path / "other-home"  # a machine that never built digits-mlp
+    monkeypatch.setenv("GENBENCH_HOME", str(other))
+    v = verify_record(path)
+    assert v.ok, (v.problems, v.differences[:3])
+    assert any(p.name == pushed.commit for p in hub_env.rglob("*") if p.is_dir())  # fetched by the tag
+    # a local rebuild that differs (one gap changed: a different CPU's floating point) is not trusted; the Hub is
+    local = other / "zoos" / "digits-mlp"
+    shutil.copytree(digits_zoo.root, local)
+    table = pd.read_parquet(local / "models.parquet")
+    table.loc[0, "gap"] += 0.001
+    table.to_parquet(local / "models.parquet")
+    manifest = json.loads((local / "zoo.json").read_text())
+    manifest["files"]["models.parquet"] = sha256_file(local / "models.parquet")
+    (local / "zoo.json").write_text(json.dumps(manifest))
+    assert gb.load_zoo("digits-mlp").table_sha256 != rec.table_sha256
+    assert verify_record(path).ok
+    # without the canonical copy (not in the HF cache, the Hub unreachable): one clear sentence saying what differs
+    # and how to get the cited zoo
+    shutil.rmtree(hub_env)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    v = verify_record(path)
+    assert not v.ok and len(v.problems) == 1
+    why = v.problems[0]
+    assert why.startswith("your zoo digits-mlp differs from the one this record cites")
+    assert f"genbench zoo download {REPO} --revision table-{rec.table_sha256[:16]}" in why
+    assert gb.load_zoo("digits-mlp").table_sha256[:12] in why and "--zoo" in why
+    # a copy named explicitly is used when its hash matches, and refused when it does not
+    assert verify_record(path, zoo=digits_zoo.root).ok
+    assert "differs" in verify_record(path, zoo=local).problems[0]
 
 
 def test_partial_download_holds_only_the_chosen_models(published, hub_env, digits_zoo, tmp_path):
@@ -350,8 +401,9 @@ def test_push_checks_the_zoo_and_its_card(fake_hfapi, digits_zoo, hub, tmp_path,
 def test_big_zoos_go_through_upload_large_folder(fake_hfapi, digits_zoo, monkeypatch):
     monkeypatch.setattr(gbhub, "LARGE_UPLOAD_FILES", 10)
     pushed = gbhub.push_zoo(digits_zoo.root, "genbench/digits-large", api=fake_hfapi)
-    name, kwargs = fake_hfapi.calls[-1]
+    name, kwargs = fake_hfapi.calls[-2]
     assert name == "upload_large_folder" and pushed.commit is None
+    assert fake_hfapi.calls[-1][1]["revision"] == "main" and pushed.tag == fake_hfapi.calls[-1][1]["tag"]
     assert kwargs["repo_type"] == "dataset" and kwargs["private"] is False
     assert sorted(fake_hfapi.uploaded["genbench/digits-large"]) == sorted(zoo_files(digits_zoo))
 

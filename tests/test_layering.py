@@ -10,8 +10,8 @@ import pytest
 import genbench
 
 PACKAGE = Path(genbench.__file__).parent
-# The shared base (errors, files, paths, defaults, device, the generic Ray plumbing) sits below everything.
-BASE = ("errors", "fileio", "paths", "defaults", "device", "version", "remote", "lazy")
+# The shared base (errors, files, paths, defaults, CPU numerics, device, the generic Ray plumbing) sits below everything.
+BASE = ("errors", "fileio", "paths", "defaults", "numerics", "device", "version", "remote", "lazy")
 LAYERS = [BASE, ("models",), ("zoo",), ("measures",), ("harness",), ("scoring",), ("leaderboard",), ("submit",),
           ("cli", "__main__")]
 TOP = len(LAYERS)  # `import genbench` itself pulls in every layer

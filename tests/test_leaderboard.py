@@ -707,16 +707,29 @@ def test_entries_are_named_by_their_measure_with_the_submission_folder_beside_th
     assert ">hangs.value</a>" in failed and "(submission hangs)" in failed
 
 
-def test_baselines_are_left_out_of_the_mean_rank_across_zoos():
+def test_only_the_official_zoos_enter_the_mean_rank_across_zoos_and_baselines_never_do():
     import copy
 
+    from genbench.defaults import OFFICIAL_ZOOS
+
     records = _planted(n_boot=100)
-    other = copy.deepcopy(records)
-    for r in other:
-        r["zoo"]["name"] = "z2"
-    agg = aggregate_table(records + other).set_index("entry")
+    zoos = {z: copy.deepcopy(records) for z in (*OFFICIAL_ZOOS, "digits-mlp", "my-zoo")}
+    for z, recs in zoos.items():
+        for r in recs:
+            r["zoo"]["name"] = z
+    for r in zoos["digits-mlp"] + zoos["my-zoo"]:  # on the test and private zoos the order is reversed
+        if r["name"] == "large_noise":
+            r["scores"]["values"]["kfold_r2"] = 0.99
+    everything = [r for recs in zoos.values() for r in recs]
+    agg = aggregate_table(everything).set_index("entry")
     assert list(agg.index) == ["small_noise", "large_noise"] and agg.loc["small_noise", "mean_rank"] == 1.0
-    assert agg.loc["large_noise", "zoos"] == 2
+    assert list(agg["zoos"]) == [len(OFFICIAL_ZOOS)] * 2  # counted over the official zoos only
+    assert aggregate_table(zoos["digits-mlp"] + zoos["my-zoo"]).empty
+    partial = copy.deepcopy(zoos[OFFICIAL_ZOOS[1]])
+    for r in partial:
+        r["zoo"].update(complete=False, models=100, expected_models=216)
+    agg = aggregate_table(zoos[OFFICIAL_ZOOS[0]] + partial).set_index("entry")
+    assert list(agg["zoos"]) == [1, 1]  # a partial build of an official zoo never enters
 
 
 # ---------------------------------------------------------------- bad input

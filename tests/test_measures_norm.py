@@ -100,9 +100,12 @@ def test_batchnorm_folded_in_place_computes_the_same_function_and_puts_everythin
     assert torch.allclose(net(x), inside, atol=1e-6)
 
 
-def test_params_counts_every_parameter_of_the_model():
-    assert norm.params(make_ctx(tiny_net())) == 12            # 4 + 2 + 4 + 2
-    assert norm.params(make_ctx(bn_net())) == 16              # plus BN scale and shift
+def test_params_counts_the_weights_only_as_the_reference_code_does():
+    assert norm.params(make_ctx(tiny_net())) == 8             # W1 and W2; biases are not counted
+    assert norm.params(make_ctx(bn_net())) == 8               # BN scale and shift fold into W1: no count either
+    conv = nn.Sequential(nn.Conv1d(3, 4, 5), nn.BatchNorm1d(4), nn.ReLU(), nn.Flatten(), nn.Linear(8, 2))
+    ctx = MeasureContext(model=conv, probe_layers=[], needs=())
+    assert norm.params(ctx) == 3 * 4 * 5 + 8 * 2
 
 
 def test_path_norm_sums_squared_weights_over_paths():
@@ -179,12 +182,16 @@ def test_registered_metadata():
              "norm.spec_sum", "norm.spec_orig_margin", "norm.spec_init_margin", "norm.path", "norm.path_margin",
              "norm.param", "init.dist_fro", "init.dist_spec", "pacbayes.init", "pacbayes.orig",
              "pacbayes.flatness", "pacbayes.mag_init", "pacbayes.mag_orig", "pacbayes.mag_flatness",
-             "sharpness.flatness"]
+             "sharpness.init", "sharpness.orig", "sharpness.flatness", "sharpness.mag_init", "sharpness.mag_orig",
+             "sharpness.mag_flatness"]
     for name in names:
         m = _MEASURES[name]
         assert m.kind == "scalar" and m.higher_means == "larger_gap" and m.doc, name
-    assert "init_weights" in _MEASURES["pacbayes.init"].needs
-    assert "init_weights" not in _MEASURES["pacbayes.orig"].needs
+    for family in ("pacbayes", "sharpness"):
+        for name in ("init", "mag_init", "mag_orig"):   # mag_orig's denominator holds w - w0 (eq. 57, 59)
+            assert _MEASURES[f"{family}.{name}"].needs == ("train_data", "init_weights"), (family, name)
+        for name in ("orig", "flatness", "mag_flatness"):
+            assert _MEASURES[f"{family}.{name}"].needs == ("train_data",), (family, name)
     assert _MEASURES["norm.param"].needs == ()
 
 
@@ -263,9 +270,9 @@ def test_pacbayes_formulas_given_the_searched_sigma():
     net, data = tiny_net(b1=(1.0, 0.0), b2=(0.0, 2.0)), blob_data()
     ctx = make_ctx(net, data, init=init)
     s = searched_sigma(net, data)
-    # ||w||^2 = 14 + 1 + 7 + 4; ||w - w0||^2 = 9 + (9 + 16) + 7 + 4
-    assert pb.orig(ctx) == pytest.approx(26 / (4 * s ** 2) + math.log(400 / s) + 10)
-    assert pb.init(ctx) == pytest.approx(45 / (4 * s ** 2) + math.log(400 / s) + 10)
+    # weights only, biases left out: ||w||^2 = 14 + 7; ||w - w0||^2 = 9 + 7
+    assert pb.orig(ctx) == pytest.approx(21 / (4 * s ** 2) + math.log(400 / s) + 10)
+    assert pb.init(ctx) == pytest.approx(16 / (4 * s ** 2) + math.log(400 / s) + 10)
     assert pb.flatness(ctx) == pytest.approx(1 / s ** 2)
 
 
@@ -276,14 +283,15 @@ def test_magnitude_aware_formulas_given_the_searched_sigma():
     s = searched_sigma(net, data, magnitude=True)
     eps2 = pb.EPS_MAG ** 2
 
-    def bound(v: list[float]) -> float:
-        v = np.array(v)
-        num = eps2 + (s ** 2 + 1) * np.sum(v ** 2) / len(v)
-        return float(np.sum(np.log(num / (eps2 + s ** 2 * v ** 2)))) / 4 + math.log(400 / s) + 10
+    def bound(ref: list[float], dist: list[float]) -> float:
+        ref, dist = np.array(ref), np.array(dist)
+        num = eps2 + (s ** 2 + 1) * np.sum(ref ** 2) / len(ref)
+        return float(np.sum(np.log(num / (eps2 + s ** 2 * dist ** 2)))) / 4 + math.log(400 / s) + 10
 
-    # parameters in order: W1, b1, W2, b2
-    assert pb.mag_orig(ctx) == pytest.approx(bound([1, 2, 0, 3, 1, 0, 1, 1, 2, -1, 0, 2]))
-    assert pb.mag_init(ctx) == pytest.approx(bound([0, 0, 0, 3, -3, -4, 1, 1, 2, -1, 0, 2]))
+    # the weights W1, W2 in order (biases left out); both forms divide by eps^2 + s^2 (w_i - w0_i)^2 (eq. 56-57)
+    w, dist = [1, 2, 0, 3, 1, 1, 2, -1], [0, 0, 0, 3, 1, 1, 2, -1]
+    assert pb.mag_orig(ctx) == pytest.approx(bound(w, dist))
+    assert pb.mag_init(ctx) == pytest.approx(bound(dist, dist))
     assert pb.mag_flatness(ctx) == pytest.approx(1 / s ** 2)
 
 
@@ -302,7 +310,7 @@ def test_sigma_search_is_deterministic_and_shared_whatever_measure_runs_first():
 def test_sigma_scales_with_a_scaled_linear_classifier():
     data = blob_data()
     x, y = data.x, data.y
-    z = torch.randn(pb.N_MC, 6, generator=torch.Generator().manual_seed(0))
+    z = torch.randn(pb.N_MC, 4, generator=torch.Generator().manual_seed(0))   # the 4 weights; no biases
     small, big = pb.FlatModel(linear_net(1.0)), pb.FlatModel(linear_net(2.0))
     d_small = pb.gaussian_drop(small, x, y, z, lambda s: s)
     d_big = pb.gaussian_drop(big, x, y, z, lambda s: s)

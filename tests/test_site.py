@@ -537,3 +537,68 @@ def test_a_reader_hides_columns_and_the_page_remembers(screen: Any, big_site: Pa
     kf = [float(screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] td[data-col="kfold_r2"] .v').text)
           for n in names]
     assert kf == sorted(kf, reverse=True)
+
+
+def _svg_series(svg: str) -> dict[str, list[tuple[float, float]]]:
+    """The vertices of each plotted learning-curve series (group id 'curve-STAT-ARM-PANEL') of an inline SVG."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    out = {}
+    for g in ET.fromstring(svg).iter(f"{ns}g"):
+        gid = g.get("id", "")
+        if re.fullmatch(r"curve-(mu|err)-.+-\d+", gid):
+            nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", next(g.iter(f"{ns}path")).get("d"))]
+            out[gid] = list(zip(nums[::2], nums[1::2]))
+    return out
+
+
+def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path: Path) -> None:
+    """An audit block with seed means gets an inline SVG of the learning curves: one series per arm and panel,
+    whose drawn points are the seed means computed here from the per-model values; a record made before the
+    means were recorded says why it has no plot."""
+    import numpy as np
+    import pandas as pd
+
+    from genbench.leaderboard.curves import curve_figure, gid
+    from genbench.scoring.audit import BASE, _compact, audit_table
+
+    rng = np.random.default_rng(0)
+    sizes, noise, arms = [100, 300, 1000], [0.0, 0.2], [BASE, "lr_x3", "batch_x2"]
+    t = pd.DataFrame([{"arm": a, "train_size": n, "label_noise": r, "seed": s,
+                       "err": 0.3 * (n / 100) ** -0.3 + 0.4 * r + rng.normal(0, 0.01),
+                       "mu": (n / 100) ** (0.5 if a == "lr_x3" else -0.5) * rng.lognormal(0, 0.05)}
+                      for a in arms for n in sizes for r in noise for s in range(3)])
+    parts = audit_table(t, axes=["train_size", "label_noise", "seed"])
+    recs = make_records()
+    rec = next(r for r in recs if r["name"] == "norm.path" and r["zoo"]["name"] == ZOO1)
+    rec["audit"] = {**rec["audit"], "measure": "norm.path", "form": parts["form"], "means": _compact(parts["means"])}
+    out = write_site(recs, tmp_path / "html", title="test leaderboard").parent
+    pages = {p: p.read_text() for p in (out / "entries").rglob("*.html")}
+    with_plot = [p for p, text in pages.items() if 'id="learning-curves"' in text]
+    assert len(with_plot) == 1
+    html = pages[with_plot[0]]
+    svg = html[html.index("<svg", html.index('id="learning-curves"')):]
+    svg = svg[:svg.index("</svg>") + len("</svg>")]
+    series = _svg_series(svg)
+    assert set(series) == {gid(s, a, i) for s in ("mu", "err") for a in arms for i in range(len(noise))}
+    assert "one series per arm (base, batch_x2, lr_x3)" in html
+    expect = t.groupby(["arm", "label_noise", "train_size"])[["mu", "err"]].mean()
+    fig = curve_figure(pd.DataFrame(rec["audit"]["means"]), measure="norm.path", form=parts["form"])
+    fig.set_dpi(72)  # the SVG backend draws at 72 dpi
+    height = fig.get_figheight() * 72
+    for i, r in enumerate(noise):
+        for row, stat in enumerate(("mu", "err")):
+            ax = fig.axes[row * len(noise) + i]
+            for a in arms:
+                pts = np.array(series[gid(stat, a, i)])
+                pts[:, 1] = height - pts[:, 1]
+                data = ax.transData.inverted().transform(pts)
+                assert np.allclose(data[:, 0], sizes, rtol=1e-3)
+                assert np.allclose(data[:, 1], [expect.loc[(a, r, n), stat] for n in sizes], rtol=1e-3)
+    # the records without means (made before they were recorded) say so instead of plotting
+    audited = [text for p, text in pages.items() if p not in with_plot and 'id="audit"' in text
+               and "Not audited." not in text]
+    assert audited and all('id="learning-curves-none"' in text and "re-running the entry adds them" in text
+                           for text in audited)

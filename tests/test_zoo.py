@@ -140,6 +140,34 @@ def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, m
     assert changed.table_sha256 != resumed.table_sha256
 
 
+def test_builds_run_under_pinned_numerics_and_a_resume_refuses_other_settings(tmp_path, monkeypatch):
+    """Issue 15 item 6: the manifest records the CPU numerics a build ran under (genbench pins AVX2 kernels and the
+    build's thread count) and resuming it under other settings is refused, not mixed into one zoo."""
+    import json
+
+    import torch
+
+    zoo = gb.build_zoo("digits-mlp", tmp_path / "z", limit=4, max_group=4, progress=False)
+    numerics = zoo.manifest["numerics"]
+    assert numerics["ATEN_CPU_CAPABILITY"] == "avx2" and numerics["MKL_CBWR"] == "AVX2,STRICT"
+    assert numerics["aten_capability"] == "AVX2" and numerics["threads"] == 2
+    assert torch.get_num_threads() != 2 or numerics["threads"] == 2  # the caller's thread count is restored
+    path = tmp_path / "z" / "zoo.json"
+    manifest = json.loads(path.read_text())
+    manifest["numerics"]["MKL_CBWR"] = "AUTO"  # started elsewhere under the machine's native kernels
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(GenbenchError, match=r"other CPU numerics settings \(MKL_CBWR=AUTO; now MKL_CBWR=AVX2,STRICT"):
+        gb.build_zoo("digits-mlp", tmp_path / "z", limit=8, max_group=4, progress=False)
+    manifest["numerics"]["MKL_CBWR"] = "AVX2,STRICT"
+    path.write_text(json.dumps(manifest))
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "1")
+    with pytest.raises(GenbenchError, match="threads=2; now threads=1"):
+        gb.build_zoo("digits-mlp", tmp_path / "z", limit=8, max_group=4, progress=False)
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "zero")
+    with pytest.raises(GenbenchError, match="GENBENCH_BUILD_THREADS must be a whole number >= 1, got 'zero'"):
+        gb.build_zoo("digits-mlp", tmp_path / "z", limit=8, max_group=4, progress=False)
+
+
 def test_build_refuses_a_folder_of_another_recipe(digits_zoo, home):
     with pytest.raises(GenbenchError, match="different recipe"):
         gb.build_zoo("digits-mlp", digits_zoo.root, overrides={"train.epochs": 3}, progress=False)

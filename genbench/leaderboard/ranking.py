@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import OFFICIAL_ZOOS
 from ..errors import GenbenchError
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT
@@ -298,12 +299,12 @@ class MeanRank:
 
 
 def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
-    """Across zoos: each entry's mean rank over the zoos where it is ranked (lower is better), best first, ties
-    by name; failed and missing entries are left out of a zoo rather than penalised, baselines (no rank number)
-    are left out."""
+    """Across the official zoos (defaults.OFFICIAL_ZOOS, complete builds only): each entry's mean rank over the zoos
+    where it is ranked (lower is better), best first, ties by name; failed and missing entries are left out of a zoo
+    rather than penalised, baselines (no rank number) are left out. The rule: defaults.AGGREGATE_RULE."""
     rows: dict[str, MeanRank] = {}
     for r in ranked:
-        if r.rank is not None:
+        if r.rank is not None and r.zoo_name in OFFICIAL_ZOOS and r.zoo_complete:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind))
             row.ranks[r.zoo_name], row.local = int(r.rank), row.local or r.local
     return sorted(rows.values(), key=lambda m: (m.mean_rank, m.entry))

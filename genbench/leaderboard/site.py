@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..defaults import AGGREGATE_RULE, OFFICIAL_ZOOS
 from ..scoring.spec import DEFAULT_SORT
 from .export import alias_names, entry_name, entry_names, interval_columns, score_columns, submission_folder
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
@@ -393,10 +394,9 @@ def mean_rank_table(rows: list[MeanRank], zoos: list[str], links: Mapping[tuple[
         cells.append(f'<td class="num" data-sort="{row.zoos}">{row.zoos}</td>')
         cells.append(f'<td class="num" data-sort="{_sort_attr(row.mean_rank)}">{number(row.mean_rank)}</td>')
         body.append(f'<tr data-name="{esc(row.entry)}">' + "".join(cells) + "</tr>")
-    caption = ("Method: for each entry, the arithmetic mean of its per-zoo ranks (the ranks of the tables "
-               "above) over the zoos where it has a successful record; failed and missing entries are left out "
-               "of a zoo rather than penalised, so compare mean ranks together with the number of zoos; baseline "
-               "rows have no rank and are left out. Sorted by mean rank, then by name.")
+    caption = (f"Method: the {AGGREGATE_RULE} (the ranks of the tables above; test zoos, partial builds and zoos "
+               "of one's own never enter). Compare mean ranks together with the number of zoos; baseline rows have "
+               "no rank and are left out. Sorted by mean rank, then by name.")
     return (f'<div class="table-wrap"><table class="sortable-table aggregate" id="aggregate">'
             f"<caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody></table></div>")
@@ -796,7 +796,28 @@ def audit_section(rec: Record) -> str:
                f"<ul>{missing}</ul></div>" if missing else "")
             + f'<div class="table-wrap"><table class="sortable-table checks" id="checks"><thead><tr>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
-            + (f"<ul>{notes}</ul>" if notes else "") + "</section>")
+            + (f"<ul>{notes}</ul>" if notes else "") + learning_curves_html(rec) + "</section>")
+
+
+def learning_curves_html(rec: Record) -> str:
+    """The audit's learning curves (the measure and the test error against train size, per arm, seed means with
+    one-standard-error bars) as an inline SVG, from the seed means in the record's audit block; a line saying
+    why there is none when the record holds no means (made before they were recorded) or no train-size axis."""
+    from .curves import curve_svg, has_curves, means_frame
+    audit = rec.audit or {}
+    means = means_frame(audit)
+    if not has_curves(means):
+        why = ("this record's audit holds no seed means per train size (it was made before they were recorded; "
+               "re-running the entry adds them)" if means.empty else
+               "the audit zoo has no train-size axis, so there is no learning curve")
+        return f'<p class="muted" id="learning-curves-none">No learning curves: {esc(why)}.</p>'
+    measure = str(audit.get("measure") or rec.measure or "measure")
+    arms = means["arm"].astype(str).unique()
+    return ('<figure class="chart curves" id="learning-curves">'
+            f'{curve_svg(means, measure=measure, form=audit.get("form"))}<figcaption>Learning curves on '
+            f"{esc(rec.audit_zoo or DASH)}: {esc(measure)} (top) and the test error (bottom) against train size, "
+            f"one series per arm ({esc(', '.join(sorted(arms, key=lambda a: (a != 'base', a))))}), seed means with "
+            "bars of one seed standard error; one column per value of the other grid axes.</figcaption></figure>")
 
 
 # ---------------------------------------------------------------- the site
@@ -810,7 +831,8 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     names = {**entry_names(r for recs in zoos.values() for r in recs), **(names or {})}
     ids = {z: f"zoo-{slug(z)}" for z in zoos}
     nav = [f'<a href="#{ids[z]}">{esc(z)}</a>' for z in zoos]
-    if len(zoos) > 1:
+    official = [z for z in zoos if z in OFFICIAL_ZOOS]  # only they enter the aggregate
+    if len(official) > 1:
         nav.append('<a href="#aggregate-section">across zoos</a>')
     if ablation:
         nav.append('<a href="#ablation">DEMOGEN ablations</a>')
@@ -829,11 +851,11 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     if any(r.baseline for recs in zoos.values() for r in recs):
         parts.append(f'<p class="baseline-note" id="baseline-note"><span class="badge badge-baseline">baseline</span> '
                      f"{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}.</p>")
-    if len(zoos) > 1:
+    if len(official) > 1:
         by_name = {(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok}
         rows = mean_ranks([r for recs in zoos.values() for r in recs])
-        parts.append('<section id="aggregate-section"><h2>Across zoos</h2>'
-                     + mean_rank_table(rows, list(zoos), by_name, {k[1]: v for k, v in names.items()}) + "</section>")
+        parts.append('<section id="aggregate-section"><h2>Across the official zoos</h2>'
+                     + mean_rank_table(rows, official, by_name, {k[1]: v for k, v in names.items()}) + "</section>")
     if ablation:
         tables = [ablation_table(k, df, f"ablation-{slug(k)}") for k, df in ablation.items()]
         parts.append('<section id="ablation"><h2>DEMOGEN ablations</h2>' + "\n".join(tables) + "</section>")

@@ -73,30 +73,70 @@ def _compare(path: str, old: Any, new: Any, out: list[tuple[str, Any, Any]], rto
         out.append((path, old, new))
 
 
+def _open(source: str | Path, revision: str | None) -> Zoo:
+    s = str(source)
+    if s.startswith("hf://") and "@" in s and revision is None:  # hf://ORG/NAME@REVISION
+        s, revision = s.split("@", 1)
+    return load_zoo(s, revision)
+
+
+def cited_zoo(rec: Record, zoo: str | Path | None = None) -> tuple[Zoo | None, str | None]:
+    """The zoo a record cites, found by its table hash: `zoo` if given (a folder, a local zoo's name or
+    hf://ORG/NAME[@REVISION]), else the zoo the record names (its Hub commit, or the local build of that name), else
+    the canonical copy on the Hub (HUB_ORG/NAME at the tag of the hash). Returns (zoo, None), or (None, why not)."""
+    from ..zoo.hub import canonical_repo, table_tag
+    if not is_plain_name(rec.zoo_name):
+        return None, f"the record's zoo name {rec.zoo_name!r} is not a plain name; verify opens no such path"
+    want = rec.table_sha256
+    tag = table_tag(want) if want else None
+    canonical = canonical_repo(rec.zoo_name)
+    tried: list[tuple[str, str]] = []  # (where, what was found there)
+    sources = [(zoo, None)] if zoo is not None else [rec.zoo_source()]
+    if zoo is None and want and rec.zoo_source()[0] != f"hf://{canonical}":
+        sources.append((f"hf://{canonical}", tag))
+    for source, revision in sources:
+        where = f"{source}" + (f" at {revision}" if revision else "")
+        try:
+            z = _open(source, revision)
+        except GenbenchError as e:
+            tried.append((where, str(e).splitlines()[0]))
+            continue
+        if not want or z.table_sha256 == want:
+            return z, None
+        tried.append((where, f"table sha256 {z.table_sha256[:12]}..."))
+    found = "; ".join(f"{w}: {what}" for w, what in tried)
+    return None, (f"your zoo {rec.zoo_name} differs from the one this record cites (table sha256 "
+                  f"{str(want)[:12]}...; found {found}). Get the cited zoo with `genbench zoo download {canonical} "
+                  f"--revision {tag}` and verify again, or pass --zoo with a copy of it. A local rebuild is the "
+                  "same zoo only when built by the same genbench and torch versions under genbench's pinned CPU "
+                  "settings (README, 'Reproducible builds')")
+
+
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
-                  submissions: str | Path | None = None, rerun: Rerun | None = None) -> Verification:
+                  submissions: str | Path | None = None, rerun: Rerun | None = None,
+                  zoo: str | Path | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
     and check that the measure's source hash and the zoo's table hash are still those recorded.
 
     A submission's record is re-made by `rerun` (genbench.submit.rerun_record): its measure.py runs again in the
     sandbox, taken only from the folder named after the entry in the trusted `submissions` folder (default: the
     checkout's submissions/), never from a path the record names, and every field of the new record except the
-    timings (TIMING) is compared with the recorded one: scores, values, audit, metadata and provenance."""
+    timings (TIMING) is compared with the recorded one: scores, values, audit, metadata and provenance.
+
+    The zoo is the one the record cites by its table hash (`cited_zoo`; `zoo` names a copy of it)."""
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
     if rec.data.get("baseline") is True:
-        return _verify_baseline(rec, v, device=device)
+        return _verify_baseline(rec, v, device=device, zoo=zoo)
     if is_submission(rec):
-        return _verify_submission(rec, v, device=device, submissions=submissions, rerun=rerun)
+        return _verify_submission(rec, v, device=device, submissions=submissions, rerun=rerun, zoo=zoo)
     m = get_measure(rec.measure)
     if rec.source_hash and rec.source_hash != m.source_hash:
         v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
                           f"now {m.source_hash[:12]}...")
-    zoo = load_zoo(*rec.zoo_source())
-    table_hash = zoo.table_sha256
-    if rec.table_sha256 and rec.table_sha256 != table_hash:
-        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
-                          f"now {str(table_hash)[:12]}... (rebuild or download the recorded zoo version)")
+    zoo, why = cited_zoo(rec, zoo)
+    if why:
+        v.problems.append(why)
     if v.problems:
         return v
     new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
@@ -119,23 +159,19 @@ def _without_timing(data: Any, path: str = "") -> Any:
 
 
 def _verify_submission(rec: Record, v: Verification, *, device: str | None, submissions: str | Path | None,
-                       rerun: Rerun | None) -> Verification:
+                       rerun: Rerun | None, zoo: str | Path | None) -> Verification:
     """Re-make a submission's record in the sandbox and compare every field but the timings."""
     if rerun is None:
         v.problems.append("a submission's record is verified by running its measure.py again in the sandbox, which "
                           "`genbench verify` and genbench.submit.verify_submission do; verify_record without "
                           "rerun= never runs submitted code")
         return v
-    if not is_plain_name(rec.zoo_name):
-        v.problems.append(f"the record's zoo name {rec.zoo_name!r} is not a plain name; verify opens no such path")
-        return v
-    zoo = load_zoo(*rec.zoo_source())
-    if rec.table_sha256 != zoo.table_sha256:
-        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {str(rec.table_sha256)[:12]}..., "
-                          f"now {zoo.table_sha256[:12]}... (rebuild or download the recorded zoo version)")
+    found, why = cited_zoo(rec, zoo)
+    if found is None or not rec.table_sha256:
+        v.problems.append(why or "the record cites no zoo table hash, so the zoo it was made on cannot be found")
         return v
     try:
-        new = rerun(rec, zoo, submissions, device)
+        new = rerun(rec, found, submissions, device)
     except GenbenchError as e:
         v.problems.append(str(e))
         return v
@@ -160,7 +196,7 @@ def known_commit(commit: Any) -> bool:
     return out.returncode == 0
 
 
-def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Verification:
+def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: str | Path | None) -> Verification:
     """Re-make a baseline row without the value cache and compare it as verify_record compares a measure's."""
     from ..scoring.baselines import BASELINE_NAMES
     if rec.name not in BASELINE_NAMES:
@@ -169,10 +205,9 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Ver
     if rec.source_hash and rec.source_hash != baselines_source_hash():
         v.problems.append("the source of the baselines changed since the record was made: make it again with "
                           "`genbench leaderboard baselines`")
-    zoo = load_zoo(*rec.zoo_source())
-    if rec.table_sha256 and rec.table_sha256 != zoo.table_sha256:
-        v.problems.append(f"zoo {zoo.name}'s table changed: recorded sha256 {rec.table_sha256[:12]}..., "
-                          f"now {str(zoo.table_sha256)[:12]}... (rebuild or download the recorded zoo version)")
+    zoo, why = cited_zoo(rec, zoo)
+    if why:
+        v.problems.append(why)
     if v.problems:
         return v
     settings = rec.rerun_settings()
@@ -186,7 +221,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None) -> Ver
 
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
                device: str | None = None, submissions: str | Path | None = None,
-               rerun: Rerun | None = None) -> Verification:
+               rerun: Rerun | None = None, zoo: str | Path | None = None) -> Verification:
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
@@ -212,7 +247,7 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
                           "score it again")
     if v.problems:
         return v
-    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun)
+    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun, zoo=zoo)
     if v.ok and path.read_bytes() != data:
         v.problems.append("the record's file changed while it was verified; add it again")
     if v.ok:

@@ -1,5 +1,10 @@
 """Norm-based complexity measures of Jiang et al. 2020 (parameter count, Frobenius and spectral norms,
-distance from init, path norm), on the weights with BatchNorm folded into the layer before it."""
+distance from init, path norm), on the weights with BatchNorm folded into the layer before it.
+
+Conventions (docs/catalogue.md): the weights are those of the Linear/Conv layers of the BN-folded model, biases
+excluded, as in the reference code of Dziugaite et al. 2020 (`get_weights_only`); the path norm alone runs the
+whole network (biases included), as its definition and the reference code do. The /gamma^2 forms use
+gamma = |10th percentile of the training output margins|, see `log_gamma_sq`."""
 from __future__ import annotations
 
 import math
@@ -73,7 +78,14 @@ def init_distances(ctx: MeasureContext) -> LayerNorms:
 
 
 def log_gamma_sq(ctx: MeasureContext) -> float:
-    """log gamma^2 for the 10th-percentile output margin gamma (-inf when gamma is 0)."""
+    """log gamma^2 for the 10th-percentile output margin gamma (-inf when gamma is 0).
+
+    gamma is the 10th percentile (linear interpolation, `output.margin_gamma`) of f_y(x) - max_{j != y} f_j(x)
+    over the whole training set as trained (noisy labels included); the reference code takes the (m//10)-th
+    smallest margin, the same up to interpolation. On a model that misclassifies more than 10% of its training
+    set gamma is negative; like the reference code (`margin.abs()`) the measures use |gamma|, so the value there
+    measures the size of a negative margin. gamma = 0 makes every /gamma^2 form +inf, which the harness records
+    as a failure on that model."""
     gamma = margin_gamma(ctx)
     return 2.0 * math.log(abs(gamma)) if gamma != 0 else -math.inf
 
@@ -91,8 +103,11 @@ def _log_sum_form(values: np.ndarray) -> float:
 # --- size ---------------------------------------------------------------------------------------------
 @register_measure("norm.params", citation=FANTASTIC, higher_means="larger_gap")
 def params(ctx: MeasureContext) -> float:
-    """omega = number of parameters of the model (eq. 20)."""
-    return float(sum(p.numel() for p in ctx.model.parameters()))
+    """omega = number of weights of the Linear/Conv layers, biases and BatchNorm parameters excluded (eq. 20).
+
+    The reference code's count (`num_params = len(w_vec)` of the weights only), and the omega of the
+    magnitude-aware bounds; BatchNorm folds into the layer before it, so it adds no count."""
+    return float(sum(layer.weight.numel() for layer in layers(ctx)))
 
 
 # --- Frobenius ----------------------------------------------------------------------------------------
@@ -110,7 +125,10 @@ def fro_sum(ctx: MeasureContext) -> float:
 
 @register_measure("norm.fro_prod_margin", needs=("train_data",), citation=FANTASTIC, higher_means="larger_gap")
 def fro_prod_margin(ctx: MeasureContext) -> float:
-    """log( prod_l ||W_l||_F^2 / gamma^2 ) with gamma the 10th-percentile output margin (eq. 36)."""
+    """log( prod_l ||W_l||_F^2 / gamma^2 ) with gamma the 10th-percentile output margin (eq. 36).
+
+    gamma <= 0 (a model that misclassifies over 10% of its training set): |gamma| is used, as in the reference
+    code; gamma = 0 gives +inf, a failure on that model (see `log_gamma_sq`)."""
     return _log_prod(weight_norms(ctx).fro2) - log_gamma_sq(ctx)
 
 
@@ -129,7 +147,10 @@ def spec_sum(ctx: MeasureContext) -> float:
 
 @register_measure("norm.spec_orig_margin", needs=("train_data",), citation=FANTASTIC, higher_means="larger_gap")
 def spec_orig_margin(ctx: MeasureContext) -> float:
-    """log( prod_l ||W_l||_2^2 / gamma^2 * sum_l ||W_l||_F^2 / ||W_l||_2^2 ) (eq. 30)."""
+    """log( prod_l ||W_l||_2^2 / gamma^2 * sum_l ||W_l||_F^2 / ||W_l||_2^2 ) (eq. 30).
+
+    gamma: the 10th-percentile training output margin; |gamma| is used when it is negative, as in the reference
+    code; gamma = 0 gives +inf, a failure on that model (see `log_gamma_sq`)."""
     n = weight_norms(ctx)
     return _log_prod(n.spec2) - log_gamma_sq(ctx) + math.log(float(np.sum(n.fro2 / n.spec2)))
 
@@ -137,7 +158,10 @@ def spec_orig_margin(ctx: MeasureContext) -> float:
 @register_measure("norm.spec_init_margin", needs=("train_data", "init_weights"), citation=FANTASTIC,
                   higher_means="larger_gap")
 def spec_init_margin(ctx: MeasureContext) -> float:
-    """log( prod_l ||W_l||_2^2 / gamma^2 * sum_l ||W_l - W0_l||_F^2 / ||W_l||_2^2 ) (eq. 29)."""
+    """log( prod_l ||W_l||_2^2 / gamma^2 * sum_l ||W_l - W0_l||_F^2 / ||W_l||_2^2 ) (eq. 29).
+
+    gamma: the 10th-percentile training output margin; |gamma| is used when it is negative, as in the reference
+    code; gamma = 0 gives +inf, a failure on that model (see `log_gamma_sq`)."""
     n, dist = weight_norms(ctx), init_distances(ctx)
     return _log_prod(n.spec2) - log_gamma_sq(ctx) + math.log(float(np.sum(dist.fro2 / n.spec2)))
 
@@ -180,13 +204,19 @@ def path_norm(ctx: MeasureContext) -> float:
 
 @register_measure("norm.path", citation=PATH_NORM, higher_means="larger_gap")
 def path(ctx: MeasureContext) -> float:
-    """sum_outputs f_{w^2}(1): forward an all-ones input through the BN-folded net with squared weights (eq. 44)."""
+    """sum_outputs f_{w^2}(1): forward an all-ones input through the BN-folded net with squared weights (eq. 44).
+
+    Every parameter is squared, biases included (paths from a constant input), as in the reference code's
+    `_path_norm`: the one measure of this module that is not weights-only."""
     return path_norm(ctx)
 
 
 @register_measure("norm.path_margin", needs=("train_data",), citation=PATH_NORM, higher_means="larger_gap")
 def path_margin(ctx: MeasureContext) -> float:
-    """path norm / gamma^2 with gamma the 10th-percentile output margin (eq. 43)."""
+    """path norm / gamma^2 with gamma the 10th-percentile output margin (eq. 43).
+
+    gamma <= 0 (a model that misclassifies over 10% of its training set): |gamma| is used, as in the reference
+    code; gamma = 0 gives +inf, a failure on that model (see `log_gamma_sq`)."""
     return path_norm(ctx) * math.exp(-log_gamma_sq(ctx))
 
 

@@ -1,10 +1,17 @@
-"""Flatness measures of Jiang et al. 2020: PAC-Bayes bounds from the largest Gaussian noise (plain and
-magnitude-aware) the training accuracy tolerates, and worst-case sharpness from projected gradient ascent.
+"""Flatness measures of Jiang et al. 2020 (appendix C): PAC-Bayes bounds from the largest Gaussian weight noise
+(plain and magnitude-aware) the training accuracy tolerates, and sharpness bounds from the largest box of
+weight perturbations (plain and magnitude-aware) whose worst case, found by projected gradient ascent, it
+tolerates.
 
-Every search runs on the BN-folded model, on a fixed training subsample, with common random numbers (the
-noise directions are drawn once and reused for every radius), so the accuracy drop is a deterministic and
-nearly monotone function of the radius. Unlike the public code, the Gaussian noise std is sigma (not sigma^2)
-and the sharpness search ascends the loss (the PGDL baseline descends)."""
+Conventions (docs/catalogue.md): everything runs on the BN-folded model, and the perturbed, counted and normed
+parameters are the weights of its Linear/Conv layers only (`weights.weight_names`), as in the reference code of
+Dziugaite et al. 2020 (`data/generation/measures.py`, `get_weights_only`); biases, and BatchNorms that could not
+be folded, stay fixed. omega is that number of weights (= norm.params). Every search uses a fixed training
+subsample and common random numbers (the noise directions, or the ascent's starting point, are drawn once and
+reused for every radius), so the accuracy drop is a deterministic and nearly monotone function of the radius.
+Unlike the public code, the Gaussian noise std is sigma (not sigma^2), and the sharpness search ascends the loss
+(the PGDL baseline descends). Equation numbers 48, 49, 53, 56, 57 and 61 are those of the reference code's
+`ComplexityType`; 50-52 and 58-60 (the sharpness forms, absent there) follow their order in the paper."""
 from __future__ import annotations
 
 import math
@@ -18,6 +25,7 @@ from torch import nn
 from .context import MeasureContext, derive_seed
 from .norm import FANTASTIC, folded_init_model, folded_model
 from .registry import register_measure
+from .weights import weight_names
 
 N_MC = 10             # Monte Carlo draws of the Gaussian noise per radius
 SUBSAMPLE = 1000      # training examples every search evaluates on
@@ -25,36 +33,37 @@ TARGET_DROP = 0.1     # allowed drop of training accuracy
 TOLERANCE = 0.01      # stop when |drop - TARGET_DROP| <= TOLERANCE
 BISECT_STEPS = 15     # at most this many bisection steps once a [r, 2r] bracket is found
 START, FLOOR, CAP = 1.0, 2.0 ** -20, 2.0 ** 10   # first radius tried, and the bracket limits
-EPS_MAG = 1e-3        # epsilon of the magnitude-aware noise
+EPS_MAG = 1e-3        # epsilon of the magnitude-aware noise and box
 ASCENT_STEPS = 10     # projected sign-gradient ascent steps per box radius
-ASCENT_STEP_SIZE = 0.25   # step, as a fraction of the box radius
+ASCENT_STEP_SIZE = 0.25   # step, as a fraction of the box half-width
 EVAL_BATCH = 500      # examples per forward pass
 
 
 class FlatModel:
-    """A model as a function of one flat vector holding all its parameters (biases included)."""
+    """A model as a function of one flat vector holding the weights of its Linear/Conv layers, in forward order;
+    its other parameters (biases, unfolded BatchNorms) keep their values."""
 
     def __init__(self, model: nn.Module):
         self.model = model.eval()
-        named = [(n, p.detach()) for n, p in model.named_parameters()]
-        self.names = [n for n, _ in named]
-        self.shapes = [p.shape for _, p in named]
-        self.w = torch.cat([p.reshape(-1) for _, p in named])
+        params = dict(model.named_parameters())
+        self.names = weight_names(model)
+        self.shapes = [params[n].shape for n in self.names]
+        self.w = torch.cat([params[n].detach().reshape(-1) for n in self.names])
 
     def params(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The parameter dict for functional_call with the values in `flat`."""
+        """The weights for functional_call with the values in `flat` (the other parameters are the model's)."""
         chunks = flat.split([math.prod(s) for s in self.shapes])
         return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes)}
 
     def logits(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Outputs of the model with parameters `flat` on `x`, in batches."""
+        """Outputs of the model with weights `flat` on `x`, in batches."""
         p = self.params(flat)
         return torch.cat([torch.func.functional_call(self.model, p, (x[i:i + EVAL_BATCH],))
                           for i in range(0, len(x), EVAL_BATCH)])
 
     @torch.no_grad()
     def accuracy(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
-        """Training accuracy of the model with parameters `flat` on (x, y)."""
+        """Training accuracy of the model with weights `flat` on (x, y)."""
         return float((self.logits(flat, x).argmax(1) == y).float().mean())
 
 
@@ -106,7 +115,7 @@ def gaussian_drop(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, z: torch.Tens
 
 def pacbayes_sigma(model: nn.Module, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator, *,
                    magnitude: bool = False, check: Callable[[], None] = lambda: None) -> float:
-    """The largest sigma whose Gaussian weight noise (std sigma, or sqrt(sigma^2 w^2 + eps^2) when
+    """The largest sigma whose Gaussian weight noise (std sigma, or sqrt(sigma^2 w_i^2 + eps^2) when
     `magnitude`) lowers the mean training accuracy on (x, y) by at most TARGET_DROP."""
     fm = FlatModel(model)
     z = torch.randn(N_MC, fm.w.numel(), generator=generator, dtype=fm.w.dtype).to(fm.w.device)
@@ -123,7 +132,7 @@ def pacbayes_sigma(model: nn.Module, x: torch.Tensor, y: torch.Tensor, generator
 
 # --- worst-case sharpness -----------------------------------------------------------------------------
 def loss_gradient(fm: FlatModel, u: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Gradient in u of the mean cross-entropy of the model with parameters w + u on (x, y), accumulated
+    """Gradient in u of the mean cross-entropy of the model with weights w + u on (x, y), accumulated
     batch by batch to bound memory, and the accuracy of that model."""
     grad, correct = torch.zeros_like(u), 0
     for i in range(0, len(x), EVAL_BATCH):
@@ -135,60 +144,78 @@ def loss_gradient(fm: FlatModel, u: torch.Tensor, x: torch.Tensor, y: torch.Tens
     return grad, correct / len(x)
 
 
-def ascend_in_box(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, alpha: float, start: torch.Tensor,
-                  steps: int = ASCENT_STEPS) -> tuple[torch.Tensor, float]:
-    """Projected sign-gradient ascent of the cross-entropy over the box |u_i| <= alpha, from u = alpha * start
-    (start in [-1, 1]^P); returns the final u and the lowest training accuracy met on the way."""
-    u, worst = alpha * start, 1.0
+def ascend_in_box(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, radius: float | torch.Tensor,
+                  start: torch.Tensor, steps: int = ASCENT_STEPS) -> tuple[torch.Tensor, float]:
+    """Projected sign-gradient ascent of the cross-entropy over the box |u_i| <= radius_i (a scalar, or one
+    half-width per weight), from u = radius * start (start in [-1, 1]^P); returns the final u and the lowest
+    training accuracy met on the way."""
+    u, worst = radius * start, 1.0
     for _ in range(steps):
         grad, acc = loss_gradient(fm, u, x, y)
         worst = min(worst, acc)
-        u = (u + ASCENT_STEP_SIZE * alpha * grad.sign()).clamp(-alpha, alpha)
+        u = torch.clamp(u + ASCENT_STEP_SIZE * radius * grad.sign(), -radius, radius)
     return u, min(worst, fm.accuracy(fm.w + u, x, y))
 
 
 def box_loss(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> float:
-    """Cross-entropy on (x, y) of the model with parameters w + u."""
+    """Cross-entropy on (x, y) of the model with weights w + u."""
     with torch.no_grad():
         return float(F.cross_entropy(fm.logits(fm.w + u, x), y))
 
 
+def box_radius(w: torch.Tensor, a: float, magnitude: bool) -> float | torch.Tensor:
+    """Half-widths of the box: a for every weight, or a |w_i| + eps when `magnitude` (Jiang et al. 2020,
+    magnitude-aware sharpness; the box analogue of the noise std sqrt(sigma'^2 w_i^2 + eps^2))."""
+    return a * w.abs() + EPS_MAG if magnitude else a
+
+
 def sharpness_alpha(model: nn.Module, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator, *,
-                    check: Callable[[], None] = lambda: None) -> float:
-    """The largest box radius alpha such that the worst case found by gradient ascent over |u_i| <= alpha
-    lowers the training accuracy on (x, y) by at most TARGET_DROP."""
+                    magnitude: bool = False, check: Callable[[], None] = lambda: None) -> float:
+    """The largest alpha such that the worst case found by gradient ascent over the box |u_i| <= alpha (or
+    |u_i| <= alpha |w_i| + eps when `magnitude`) lowers the training accuracy on (x, y) by at most TARGET_DROP."""
     fm = FlatModel(model)
     start = (2 * torch.rand(fm.w.numel(), generator=generator, dtype=fm.w.dtype) - 1).to(fm.w.device)
     acc0 = fm.accuracy(fm.w, x, y)
 
-    def drop(alpha: float) -> float:
-        return acc0 - ascend_in_box(fm, x, y, alpha, start)[1]
+    def drop(a: float) -> float:
+        return acc0 - ascend_in_box(fm, x, y, box_radius(fm.w, a, magnitude), start)[1]
 
     return search_radius(drop, check=check)
 
 
 # --- per-model memos ----------------------------------------------------------------------------------
-def sigma(ctx: MeasureContext) -> float:
-    """The PAC-Bayes sigma of this model, searched once and shared by pacbayes.init / orig / flatness."""
+def _searched(ctx: MeasureContext, key: str, search: Callable[..., float], magnitude: bool = False) -> float:
+    """`search` (pacbayes_sigma or sharpness_alpha) on this model's training subsample, run once per model and
+    shared by every measure that needs its result (`key` also seeds its noise)."""
     def compute() -> float:
         x, y = ctx.subsample(SUBSAMPLE)
-        return pacbayes_sigma(folded_model(ctx), x, y, noise_generator(ctx, "pacbayes.sigma"), check=ctx.check_time)
+        return search(folded_model(ctx), x, y, noise_generator(ctx, key), magnitude=magnitude, check=ctx.check_time)
 
-    return ctx.memo("pacbayes.sigma", compute)
+    return ctx.memo(key, compute)
+
+
+def sigma(ctx: MeasureContext) -> float:
+    """The PAC-Bayes sigma of this model, shared by pacbayes.init / orig / flatness."""
+    return _searched(ctx, "pacbayes.sigma", pacbayes_sigma)
 
 
 def mag_sigma(ctx: MeasureContext) -> float:
-    """The magnitude-aware sigma' of this model, searched once and shared by the pacbayes.mag_* measures."""
-    def compute() -> float:
-        x, y = ctx.subsample(SUBSAMPLE)
-        return pacbayes_sigma(folded_model(ctx), x, y, noise_generator(ctx, "pacbayes.mag_sigma"), magnitude=True,
-                              check=ctx.check_time)
+    """The magnitude-aware sigma' of this model, shared by the pacbayes.mag_* measures."""
+    return _searched(ctx, "pacbayes.mag_sigma", pacbayes_sigma, magnitude=True)
 
-    return ctx.memo("pacbayes.mag_sigma", compute)
+
+def alpha(ctx: MeasureContext) -> float:
+    """The sharpness box radius alpha of this model, shared by sharpness.init / orig / flatness."""
+    return _searched(ctx, "sharpness.alpha", sharpness_alpha)
+
+
+def mag_alpha(ctx: MeasureContext) -> float:
+    """The magnitude-aware box scale alpha' of this model, shared by the sharpness.mag_* measures."""
+    return _searched(ctx, "sharpness.mag_alpha", sharpness_alpha, magnitude=True)
 
 
 def flat_weights(ctx: MeasureContext, init: bool) -> torch.Tensor:
-    """All parameters of the folded model (minus those of the folded init model when `init`), float64."""
+    """The weights of the folded model (minus those of the folded init model when `init`), float64."""
     w = FlatModel(folded_model(ctx)).w.double()
     if init:
         w = w - FlatModel(folded_init_model(ctx)).w.double().to(w.device)
@@ -201,28 +228,52 @@ def pacbayes_bound(sq_norm: float, sigma_: float, m: int) -> float:
     return sq_norm / (4 * sigma_ ** 2) + math.log(m / sigma_) + 10
 
 
-def mag_pacbayes_bound(v: torch.Tensor, sigma_: float, m: int) -> float:
-    """1/4 sum_i log[(eps^2 + (s^2+1)||v||^2/omega) / (eps^2 + s^2 v_i^2)] + log(m/s) + 10 (eq. 56-57)."""
-    v = v.double()
-    omega = v.numel()
-    num = EPS_MAG ** 2 + (sigma_ ** 2 + 1) * float(v.square().sum()) / omega
-    den = EPS_MAG ** 2 + sigma_ ** 2 * v.square()
-    return float(torch.log(num / den).sum()) / 4 + math.log(m / sigma_) + 10
+def sharpness_bound(sq_norm: float, alpha_: float, omega: int, m: int) -> float:
+    """||v||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10 (Jiang et al. 2020, eq. 50-51)."""
+    return sq_norm * math.log(2 * omega) / (4 * alpha_ ** 2) + math.log(m / alpha_) + 10
+
+
+def magnitude_bound(ref: torch.Tensor, dist: torch.Tensor, scale: float, m: int, extra: float) -> float:
+    """1/4 sum_i log[(eps^2 + (s^2 + extra) ||ref||^2 / omega) / (eps^2 + s^2 dist_i^2)] + log(m / s) + 10,
+    omega = number of weights: the magnitude-aware bounds (extra = 1 for PAC-Bayes, eq. 56-57; extra =
+    4 log(2 omega) for sharpness, eq. 58-59). Both the init and the orig form keep dist = w - w0 in the
+    denominator; only the numerator's reference vector differs (w - w0 or w)."""
+    ref, dist = ref.double(), dist.double()
+    omega = ref.numel()
+    num = EPS_MAG ** 2 + (scale ** 2 + extra) * float(ref.square().sum()) / omega
+    den = EPS_MAG ** 2 + scale ** 2 * dist.square()
+    return float(torch.log(num / den).sum()) / 4 + math.log(m / scale) + 10
+
+
+def mag_pacbayes_bound(ref: torch.Tensor, dist: torch.Tensor, sigma_: float, m: int) -> float:
+    """1/4 sum_i log[(eps^2 + (s'^2 + 1) ||ref||^2 / omega) / (eps^2 + s'^2 (w_i - w0_i)^2)] + log(m/s') + 10."""
+    return magnitude_bound(ref, dist, sigma_, m, 1.0)
+
+
+def mag_sharpness_bound(ref: torch.Tensor, dist: torch.Tensor, alpha_: float, m: int) -> float:
+    """1/4 sum_i log[(eps^2 + (a'^2 + 4 log(2 omega)) ||ref||^2 / omega) / (eps^2 + a'^2 (w_i - w0_i)^2)]
+    + log(m/a') + 10."""
+    return magnitude_bound(ref, dist, alpha_, m, 4 * math.log(2 * ref.numel()))
 
 
 TRAIN = ("train_data",)
 TRAIN_INIT = ("train_data", "init_weights")
 
 
+# --- PAC-Bayes (Gaussian noise) -----------------------------------------------------------------------
 @register_measure("pacbayes.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
 def init(ctx: MeasureContext) -> float:
-    """||w - w0||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy."""
+    """||w - w0||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy (eq. 48).
+
+    w: the weights of the BN-folded Linear/Conv layers (no biases); m: the training-set size."""
     return pacbayes_bound(float(flat_weights(ctx, True).square().sum()), sigma(ctx), ctx.num_train)
 
 
 @register_measure("pacbayes.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
 def orig(ctx: MeasureContext) -> float:
-    """||w||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy."""
+    """||w||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy (eq. 49).
+
+    w: the weights of the BN-folded Linear/Conv layers (no biases); m: the training-set size."""
     return pacbayes_bound(float(flat_weights(ctx, False).square().sum()), sigma(ctx), ctx.num_train)
 
 
@@ -234,27 +285,80 @@ def flatness(ctx: MeasureContext) -> float:
 
 @register_measure("pacbayes.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
 def mag_init(ctx: MeasureContext) -> float:
-    """1/4 sum_i log[(eps^2 + (s'^2+1)||w-w0||^2/omega) / (eps^2 + s'^2 (w_i-w0_i)^2)] + log(m/s') + 10."""
-    return mag_pacbayes_bound(flat_weights(ctx, True), mag_sigma(ctx), ctx.num_train)
+    """1/4 sum_i log[(eps^2 + (s'^2+1)||w-w0||^2/omega) / (eps^2 + s'^2 (w_i-w0_i)^2)] + log(m/s') + 10 (eq. 56).
+
+    s' is the largest scale whose noise N(0, s'^2 w_i^2 + eps^2) costs <= 0.1 accuracy; eps = 1e-3; omega the
+    number of weights."""
+    dist = flat_weights(ctx, True)
+    return mag_pacbayes_bound(dist, dist, mag_sigma(ctx), ctx.num_train)
 
 
-@register_measure("pacbayes.mag_orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
 def mag_orig(ctx: MeasureContext) -> float:
-    """1/4 sum_i log[(eps^2 + (s'^2+1)||w||^2/omega) / (eps^2 + s'^2 w_i^2)] + log(m/s') + 10."""
-    return mag_pacbayes_bound(flat_weights(ctx, False), mag_sigma(ctx), ctx.num_train)
+    """1/4 sum_i log[(eps^2 + (s'^2+1)||w||^2/omega) / (eps^2 + s'^2 (w_i-w0_i)^2)] + log(m/s') + 10 (eq. 57).
+
+    As in the paper's eq. 57 and the reference code (`_pacbayes_mag_bound`, whose denominator is always built
+    from `dist_w_vec`), only the numerator changes from mag_init: the denominator keeps w_i - w0_i, so this
+    measure needs the init weights too."""
+    return mag_pacbayes_bound(flat_weights(ctx, False), flat_weights(ctx, True), mag_sigma(ctx), ctx.num_train)
 
 
 @register_measure("pacbayes.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
 def mag_flatness(ctx: MeasureContext) -> float:
-    """1 / s'^2, s' the largest magnitude-aware noise scale (std sqrt(s'^2 w_i^2 + eps^2)) costing <= 0.1 accuracy."""
+    """1 / s'^2, s' the largest scale whose noise std sqrt(s'^2 w_i^2 + eps^2) costs <= 0.1 accuracy (eq. 61)."""
     return 1.0 / mag_sigma(ctx) ** 2
+
+
+# --- sharpness (worst case in a box) ------------------------------------------------------------------
+@register_measure("sharpness.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+def sharpness_init(ctx: MeasureContext) -> float:
+    """||w - w0||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10, alpha the sharpness box radius (eq. 50).
+
+    alpha: the largest box |u_i| <= alpha whose ascent-found worst case costs <= 0.1 training accuracy; omega:
+    the number of weights. The paper writes log(m/sigma) in the last term; alpha stands in for sigma, as sigma
+    does for the confidence delta in the reference code's PAC-Bayes bounds."""
+    w = flat_weights(ctx, True)
+    return sharpness_bound(float(w.square().sum()), alpha(ctx), w.numel(), ctx.num_train)
+
+
+@register_measure("sharpness.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+def sharpness_orig(ctx: MeasureContext) -> float:
+    """||w||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10, alpha the sharpness box radius (eq. 51)."""
+    w = flat_weights(ctx, False)
+    return sharpness_bound(float(w.square().sum()), alpha(ctx), w.numel(), ctx.num_train)
 
 
 @register_measure("sharpness.flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
 def sharpness_flatness(ctx: MeasureContext) -> float:
-    """1 / alpha^2, alpha the largest box |u_i| <= alpha whose ascent-found worst case costs <= 0.1 accuracy."""
-    def compute() -> float:
-        x, y = ctx.subsample(SUBSAMPLE)
-        return sharpness_alpha(folded_model(ctx), x, y, noise_generator(ctx, "sharpness.alpha"), check=ctx.check_time)
+    """1 / alpha^2, alpha the largest box |u_i| <= alpha whose worst case costs <= 0.1 accuracy (eq. 52).
 
-    return 1.0 / ctx.memo("sharpness.alpha", compute) ** 2
+    The worst case is found by projected sign-gradient ascent of the training cross-entropy."""
+    return 1.0 / alpha(ctx) ** 2
+
+
+@register_measure("sharpness.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+def sharpness_mag_init(ctx: MeasureContext) -> float:
+    """Magnitude-aware sharpness bound from w - w0 (eq. 58), a' the magnitude-aware box scale.
+
+    1/4 sum_i log[(eps^2 + (a'^2 + 4 log(2 omega)) ||w-w0||^2 / omega) / (eps^2 + a'^2 (w_i-w0_i)^2)]
+    + log(m/a') + 10, omega the number of weights. a': the largest scale whose magnitude-aware box
+    |u_i| <= a' |w_i| + eps (eps = 1e-3) has an ascent-found worst case costing <= 0.1 training accuracy.
+    The paper's log(2 omega / delta) is taken with delta = 1, as its eq. 50-51 write log(2 omega)."""
+    dist = flat_weights(ctx, True)
+    return mag_sharpness_bound(dist, dist, mag_alpha(ctx), ctx.num_train)
+
+
+@register_measure("sharpness.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+def sharpness_mag_orig(ctx: MeasureContext) -> float:
+    """Magnitude-aware sharpness bound from w (eq. 59), a' the magnitude-aware box scale.
+
+    1/4 sum_i log[(eps^2 + (a'^2 + 4 log(2 omega)) ||w||^2 / omega) / (eps^2 + a'^2 (w_i-w0_i)^2)]
+    + log(m/a') + 10. Like pacbayes.mag_orig, only the numerator differs from the init form; the denominator
+    keeps w_i - w0_i, so this measure needs the init weights."""
+    return mag_sharpness_bound(flat_weights(ctx, False), flat_weights(ctx, True), mag_alpha(ctx), ctx.num_train)
+
+
+@register_measure("sharpness.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+def sharpness_mag_flatness(ctx: MeasureContext) -> float:
+    """1 / a'^2, a' the largest box |u_i| <= a' |w_i| + eps whose worst case costs <= 0.1 accuracy (eq. 60)."""
+    return 1.0 / mag_alpha(ctx) ** 2

@@ -1,5 +1,6 @@
 """Weights as the norm-based measures see them: BatchNorm folded into the layer before it, then one
-(name, weight, bias) per Linear / Conv layer in forward order."""
+(name, weight, bias) per Linear / Conv layer in forward order. The catalogue's convention (docs/catalogue.md):
+norms, counts and perturbation bounds use the weights of these layers only, never biases or BatchNorm parameters."""
 from __future__ import annotations
 
 import copy
@@ -81,6 +82,12 @@ def batchnorm_folded(model: nn.Module) -> Iterator[nn.Module]:
             lin = seq._modules[prev]
             lin._parameters["weight"], lin._parameters["bias"] = weight, bias
             seq._modules[cur] = bn
+
+
+def weight_names(model: nn.Module) -> list[str]:
+    """Parameter names of the weights of `model`'s Linear/Conv layers in registration (forward) order: the
+    parameters the catalogue's weight-based measures use (biases and BatchNorm parameters excluded)."""
+    return [f"{name}.weight" if name else "weight" for name, mod in model.named_modules() if isinstance(mod, _LINEAR)]
 
 
 def weight_layers(model: nn.Module, *, fold: bool = True) -> list[Layer]:

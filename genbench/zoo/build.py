@@ -17,6 +17,7 @@ from .. import remote
 from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
+from ..numerics import PINNED, build_threads, cpu_numerics
 from ..paths import plain_name, zoos_dir
 from ..version import __version__
 from .card import dataset_card
@@ -64,6 +65,17 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     elif overrides:
         raise GenbenchError("pass overrides with a recipe name or path, not with a parsed Recipe")
     device = resolve_device(device)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(build_threads())  # reductions split by thread count: a fixed count reproduces
+    try:
+        return _build(recipe, where, out, limit=limit, device=device, progress=progress, max_group=max_group,
+                      executor=executor, address=address)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | None, device: str, progress: bool,
+           max_group: int, executor: str, address: str | None) -> Zoo:
     source = f"recipe {where}"
     plain_name(recipe.name, what="zoo name", source=f"{source}, field 'name'")  # it names the folder and the records
     specs = recipe.expand()
@@ -176,6 +188,14 @@ def _existing_manifest(root: Path, fingerprint: str) -> dict[str, Any] | None:
     if manifest.get("recipe_fingerprint") != fingerprint:
         raise GenbenchError(f"{root} holds a zoo built from a different recipe (or different overrides); "
                             "build into another folder with --out, or delete that folder to start over")
+    before = manifest.get("numerics")
+    now = cpu_numerics()
+    changed = [k for k in (*PINNED, "threads") if before is not None and before.get(k) != now.get(k)]
+    if changed:
+        settings = ", ".join(f"{k}={before.get(k)}" for k in changed)
+        raise GenbenchError(f"{root} was started under other CPU numerics settings ({settings}; now "
+                            f"{', '.join(f'{k}={now.get(k)}' for k in changed)}): its models would not be "
+                            "reproducible together. Resume under the recorded settings, or build into another folder")
     return manifest
 
 
@@ -191,7 +211,8 @@ def _new_manifest(recipe: Recipe, fingerprint: str, pool: Pool, device: str) -> 
         "dataset": recipe.dataset, "num_classes": pool.num_classes, "data_kind": pool.kind,
         "in_shape": pool.in_shape, "train_pool_size": len(pool.y_train), "test_size": len(pool.y_test),
         "grid": recipe.grid, "twins": recipe.twins, "genbench_version": __version__,
-        "torch_version": torch.__version__, "device": device, "created": _now(), "files": {},
+        "torch_version": torch.__version__, "device": device, "numerics": cpu_numerics(), "created": _now(),
+        "files": {},
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from ..defaults import HUB_ORG
 from ..errors import GenbenchError
 from ..fileio import write_text_atomic
 from ..version import __version__
@@ -133,6 +134,7 @@ class Pushed:
     repo_id: str
     commit: str | None
     files: list[str]
+    tag: str | None = None  # table-<hash> for a zoo (see table_tag)
 
     @property
     def url(self) -> str:
@@ -140,12 +142,27 @@ class Pushed:
         return f"{hub_endpoint() or 'https://huggingface.co'}/datasets/{self.repo_id}"
 
 
+def hub_api() -> Any:
+    """A Hub client for the configured endpoint."""
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub_endpoint(), library_name="genbench", library_version=__version__)
+
+
+def canonical_repo(zoo_name: str) -> str:
+    """The Hub dataset repo holding the canonical copy of a zoo: the one shipped records are verified against."""
+    return f"{HUB_ORG}/{zoo_name}"
+
+
+def table_tag(table_sha256: str) -> str:
+    """The tag `push_zoo` puts on the commit holding a zoo with this table hash, so that the zoo a record cites can
+    be downloaded by its hash (`genbench zoo download ORG/NAME --revision table-...`)."""
+    return f"table-{table_sha256[:16]}"
+
+
 def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
     """Create the dataset repo (if needed) and upload exactly `files` of `folder` in one go."""
-    if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi(endpoint=hub_endpoint(), library_name="genbench", library_version=__version__)
+    api = api if api is not None else hub_api()
     size = sum((folder / f).stat().st_size for f in files)
     large = (len(files) > LARGE_UPLOAD_FILES or size > LARGE_UPLOAD_BYTES) and hasattr(api, "upload_large_folder")
     try:
@@ -204,5 +221,15 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
                             f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")
     files = [f for f in META_FILES if (z.root / f).is_file()]
     files += [p for pair in zip(z.table["checkpoint"], z.table["init_checkpoint"]) for p in pair]
-    return upload_files(z.root, repo_id, files, private=private, api=api,
-                   message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
+    api = api if api is not None else hub_api()
+    pushed = upload_files(z.root, repo_id, files, private=private, api=api,
+                          message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
+    tag = table_tag(z.table_sha256)
+    try:  # the zoo's content hash names its commit: records cite the hash, verify downloads by it
+        api.create_tag(repo_id, tag=tag, revision=pushed.commit or DEFAULT_REVISION, repo_type="dataset",
+                       exist_ok=True)
+    except Exception as e:
+        raise GenbenchError(f"pushed {z.name} to {repo_id} but could not tag it {tag}: {type(e).__name__}: {e}; "
+                            "push again (the upload is kept)") from e
+    pushed.tag = tag
+    return pushed

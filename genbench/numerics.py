@@ -1,0 +1,47 @@
+"""CPU floating-point settings pinned so that a zoo build (and a measure's values) are bit-identical on any x86-64
+machine with AVX2, not only on one with the builder's CPU.
+
+PyTorch picks its kernels by the CPU it finds (ATen's AVX-512 or AVX2 set; MKL's and oneDNN's code paths per
+microarchitecture), and each choice sums in a different order: built with this machine's defaults and with AVX2 kernels,
+the same 24 models differ in every checkpoint (benchmarks/reproducibility.py). Pinning the kernel sets to AVX2 makes
+the CPU's own choice irrelevant; builds also train with a fixed thread count (build_threads). The variables only take effect before torch runs its first operation, so genbench sets
+them when it is imported; a value the user set wins, and GENBENCH_NATIVE_NUMERICS=1 keeps the machine's defaults."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+PINNED = {
+    "ATEN_CPU_CAPABILITY": "avx2",   # ATen's vectorised kernels (default: the best the CPU has, e.g. avx512)
+    "MKL_CBWR": "AVX2,STRICT",       # MKL's conditional numerical reproducibility: one code path, thread-count free
+    "ONEDNN_MAX_CPU_ISA": "AVX2",    # oneDNN (convolutions): no AVX-512 / AMX kernels
+}
+
+
+def build_threads() -> int:
+    """Torch threads a zoo build trains with: fixed (GENBENCH_BUILD_THREADS, default 2), because ATen's parallel
+    reductions split by thread count and a build with another count differs in some checkpoints."""
+    raw = os.environ.get("GENBENCH_BUILD_THREADS", "2")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from .errors import GenbenchError
+        raise GenbenchError(f"GENBENCH_BUILD_THREADS must be a whole number >= 1, got {raw!r}")
+    return n
+
+
+def pin_cpu_numerics() -> None:
+    """Set the PINNED variables the user has not set (nothing with GENBENCH_NATIVE_NUMERICS=1)."""
+    if os.environ.get("GENBENCH_NATIVE_NUMERICS"):
+        return
+    for k, v in PINNED.items():
+        os.environ.setdefault(k, v)
+
+
+def cpu_numerics() -> dict[str, Any]:
+    """What a build ran under, for its manifest: the variables, the ATen kernel set in use and the thread count."""
+    import torch
+    return {**{k: os.environ.get(k) for k in PINNED}, "aten_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads()}
