@@ -246,7 +246,9 @@ def _cell_pair_counts(cb: np.ndarray, masks_for: MaskFn, blocks: list[slice], ca
         masks = cached if cached is not None else masks_for(rows)
         for u, t in enumerate(live):
             if masks[t] is not None:
-                z = (masks[t][:, :, None] * cb[None]).reshape(-1, P, m, nb).sum(2)  # [r, P, nb]
+                # z[r, q] = sum over the slots j of cell q of M[r, j] c_j: one matrix product per cell (BLAS)
+                mq = masks[t].astype(cb.dtype, copy=False).reshape(-1, P, m).transpose(1, 0, 2)  # [P, r, m]
+                z = np.matmul(mq, cb.reshape(P, m, nb)).transpose(1, 0, 2)  # [r, P, nb]
                 cnt[cells, :, u] = (cb[rows, None] * z).reshape(-1, m, P, nb).sum(1)
     return cnt
 
