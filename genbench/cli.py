@@ -300,7 +300,7 @@ def _print_leaderboard(table: pd.DataFrame, ranked: list[Record], sort: str, not
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
             _say(f"{_entry(r)}{sub}: {r['failure'] or 'no reason recorded'}", indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
-    if not agg.empty and agg["zoos"].max() > 1:  # official zoos only (defaults.OFFICIAL_ZOOS)
+    if not agg.empty and agg["zoos"].max() > 1:  # complete official zoos only, as on the page
         names = {name: entry for (_, name), entry in entry_names(ranked).items()}
         t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
                   title=f"across the official zoos: mean of the per-zoo ranks by {sort}")

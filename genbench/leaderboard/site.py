@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..defaults import AGGREGATE_RULE, OFFICIAL_ZOOS
+from ..defaults import AGGREGATE_RULE
 from ..scoring.spec import DEFAULT_SORT
 from .export import alias_names, entry_name, entry_names, interval_columns, score_columns, submission_folder
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
@@ -831,8 +831,10 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     names = {**entry_names(r for recs in zoos.values() for r in recs), **(names or {})}
     ids = {z: f"zoo-{slug(z)}" for z in zoos}
     nav = [f'<a href="#{ids[z]}">{esc(z)}</a>' for z in zoos]
-    official = [z for z in zoos if z in OFFICIAL_ZOOS]  # only they enter the aggregate
-    if len(official) > 1:
+    rows = mean_ranks([r for recs in zoos.values() for r in recs])  # complete official zoos only
+    aggregated = [z for z in zoos if any(z in row.ranks for row in rows)]
+    shown = any(row.zoos > 1 for row in rows)  # an entry ranked on two official zoos: as in the terminal
+    if shown:
         nav.append('<a href="#aggregate-section">across zoos</a>')
     if ablation:
         nav.append('<a href="#ablation">DEMOGEN ablations</a>')
@@ -851,11 +853,10 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
     if any(r.baseline for recs in zoos.values() for r in recs):
         parts.append(f'<p class="baseline-note" id="baseline-note"><span class="badge badge-baseline">baseline</span> '
                      f"{esc(BASELINE_NOTE[0].upper() + BASELINE_NOTE[1:])}.</p>")
-    if len(official) > 1:
+    if shown:
         by_name = {(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok}
-        rows = mean_ranks([r for recs in zoos.values() for r in recs])
         parts.append('<section id="aggregate-section"><h2>Across the official zoos</h2>'
-                     + mean_rank_table(rows, official, by_name, {k[1]: v for k, v in names.items()}) + "</section>")
+                     + mean_rank_table(rows, aggregated, by_name, {k[1]: v for k, v in names.items()}) + "</section>")
     if ablation:
         tables = [ablation_table(k, df, f"ablation-{slug(k)}") for k, df in ablation.items()]
         parts.append('<section id="ablation"><h2>DEMOGEN ablations</h2>' + "\n".join(tables) + "</section>")
