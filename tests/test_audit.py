@@ -372,9 +372,9 @@ def test_signature_predictions_are_cross_fitted_and_twins_share_their_baselines_
 # A reduced mnist1d-fragility: 3 train sizes x 3 label-noise levels x 3 seeds, one twin (lr x3): 54 models. The
 # recipe's SGD baseline needs hundreds of epochs on MNIST-1D; Adam reaches a learning curve in 40, so the reduced
 # build uses it (and a narrower MLP, a smaller test set) to build in well under a minute.
-REDUCED = {"dataset.num_samples": 4000, "arch.width": 64, "grid.train_size": [100, 250, 625],
-           "grid.label_noise": [0.0, 0.2, 0.4], "grid.seed": [0, 1, 2], "train.epochs": 40,
-           "train.optimizer": "adam", "train.lr": 0.005, "train.momentum": 0.0,
+REDUCED = {"dataset.num_samples": 4000, "dataset.train_split": 0.5, "arch.width": 64,
+           "grid.train_size": [100, 250, 625], "grid.label_noise": [0.0, 0.2, 0.4], "grid.seed": [0, 1, 2],
+           "train.epochs": 40, "train.optimizer": "adam", "train.lr": 0.005, "train.momentum": 0.0,
            "twins": [{"name": "lr_x3", "scale": {"lr": 3}}]}
 
 

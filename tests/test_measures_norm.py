@@ -375,3 +375,29 @@ def test_sharpness_alpha_is_deterministic_and_within_the_gaussian_sigma():
     assert drop <= pb.TARGET_DROP + pb.TOLERANCE
     # the worst case in a box is harder to survive than a Gaussian of a similar per-coordinate scale
     assert alpha < searched_sigma(net, data)
+
+
+@pytest.mark.parametrize("magnitude", [False, True])
+def test_the_sharpness_search_stops_ascents_early_without_changing_alpha(monkeypatch, magnitude):
+    """An ascent whose accuracy already fell past target + tolerance cannot change the search's next step, so
+    it stops; the alpha found is bit-identical to the one found with every ascent run to the end."""
+    net, data = trained_mlp()
+    ctx = make_ctx(net, data)
+    x, y = ctx.subsample(pb.SUBSAMPLE)
+    folded = fold_batchnorm(net)
+    calls = {"n": 0}
+    real_gradient = pb.loss_gradient
+
+    def counted(*args, **kwargs):
+        calls["n"] += 1
+        return real_gradient(*args, **kwargs)
+
+    monkeypatch.setattr(pb, "loss_gradient", counted)
+    fast = pb.sharpness_alpha(folded, x, y, pb.noise_generator(ctx, "k"), magnitude=magnitude)
+    fast_calls = calls["n"]
+    real_ascend = pb.ascend_in_box
+    monkeypatch.setattr(pb, "ascend_in_box", lambda *a, settled=None, **k: real_ascend(*a, **k))
+    calls["n"] = 0
+    full = pb.sharpness_alpha(folded, x, y, pb.noise_generator(ctx, "k"), magnitude=magnitude)
+    assert fast == full
+    assert fast_calls < calls["n"]

@@ -6,7 +6,7 @@ import pytest
 from genbench.errors import GenbenchError
 from genbench.zoo.recipe import list_recipes, load_recipe, parse_recipe
 
-SHIPPED = {"mnist1d-demogen": 216, "mnist1d-fragility": 120, "mnist1d-fantastic": 1215, "digits-mlp": 24, "demogen-nin-cifar10": 216,
+SHIPPED = {"mnist1d-demogen": 216, "mnist1d-fragility": 750, "mnist1d-fantastic": 1215, "digits-mlp": 24, "demogen-nin-cifar10": 216,
            "demogen-resnet32-cifar10": 216, "demogen-resnet32-cifar100": 324}
 
 
@@ -25,17 +25,27 @@ def test_fragility_twins_share_init_data_and_order_with_their_baseline():
     specs = load_recipe("mnist1d-fragility").expand()
     by_id = {s.model_id: s for s in specs}
     twins = [s for s in specs if s.twin_of]
-    assert len(twins) == 90 and {t.perturbation for t in twins} == {"lr_x10", "lr_div10", "adam"}
+    assert len(twins) == 600 and {t.perturbation for t in twins} == {"lr_div1.5", "adam", "no_momentum",
+                                                                      "batch_x2_lr_x2"}
     for t in twins:
         base = by_id[t.twin_of]
         assert (t.init_seed, t.data_seed, t.run_seed) == (base.init_seed, base.data_seed, base.run_seed)
         assert t.train["train_size"] == base.train["train_size"]
-        if t.perturbation == "lr_x10":
-            assert t.train["lr"] == pytest.approx(10 * base.train["lr"])
+        assert t.train["label_noise"] == base.train["label_noise"]
+        change = {k for k in t.train if t.train[k] != base.train[k]}
+        assert change == {"lr_div1.5": {"lr"}, "adam": {"optimizer", "lr"}, "no_momentum": {"momentum", "lr"},
+                          "batch_x2_lr_x2": {"batch_size", "lr"}}[t.perturbation]
+        if t.perturbation == "lr_div1.5":
+            assert t.train["lr"] == pytest.approx(base.train["lr"] / 1.5)
+        if t.perturbation == "no_momentum":  # the same effective step lr / (1 - momentum)
+            assert t.train["lr"] == pytest.approx(base.train["lr"] / (1 - base.train["momentum"]))
+        if t.perturbation == "batch_x2_lr_x2":
+            assert (t.train["batch_size"], t.train["lr"]) == (2 * base.train["batch_size"],
+                                                              pytest.approx(2 * base.train["lr"]))
         if t.perturbation == "adam":
             assert t.train["optimizer"] == "adam" and base.train["optimizer"] == "sgd"
     # replicates of one seed draw nested subsets: the data seed depends on the seed axis only
-    assert len({s.data_seed for s in specs}) == 3
+    assert len({s.data_seed for s in specs}) == 5
 
 
 def test_demogen_grid_models_get_distinct_inits():

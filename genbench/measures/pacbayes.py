@@ -145,14 +145,18 @@ def loss_gradient(fm: FlatModel, u: torch.Tensor, x: torch.Tensor, y: torch.Tens
 
 
 def ascend_in_box(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, radius: float | torch.Tensor,
-                  start: torch.Tensor, steps: int = ASCENT_STEPS) -> tuple[torch.Tensor, float]:
+                  start: torch.Tensor, steps: int = ASCENT_STEPS,
+                  settled: Callable[[float], bool] = lambda worst: False) -> tuple[torch.Tensor, float]:
     """Projected sign-gradient ascent of the cross-entropy over the box |u_i| <= radius_i (a scalar, or one
     half-width per weight), from u = radius * start (start in [-1, 1]^P); returns the final u and the lowest
-    training accuracy met on the way."""
+    training accuracy met on the way. It stops early once `settled(worst)` says the caller's decision can no
+    longer change (the lowest accuracy only falls with more steps)."""
     u, worst = radius * start, 1.0
     for _ in range(steps):
         grad, acc = loss_gradient(fm, u, x, y)
         worst = min(worst, acc)
+        if settled(worst):
+            return u, worst
         u = torch.clamp(u + ASCENT_STEP_SIZE * radius * grad.sign(), -radius, radius)
     return u, min(worst, fm.accuracy(fm.w + u, x, y))
 
@@ -177,8 +181,11 @@ def sharpness_alpha(model: nn.Module, x: torch.Tensor, y: torch.Tensor, generato
     start = (2 * torch.rand(fm.w.numel(), generator=generator, dtype=fm.w.dtype) - 1).to(fm.w.device)
     acc0 = fm.accuracy(fm.w, x, y)
 
+    def too_far(worst: float) -> bool:  # the search's "drop above target, outside tolerance", as it computes it
+        return (acc0 - worst) - TARGET_DROP > TOLERANCE
+
     def drop(a: float) -> float:
-        return acc0 - ascend_in_box(fm, x, y, box_radius(fm.w, a, magnitude), start)[1]
+        return acc0 - ascend_in_box(fm, x, y, box_radius(fm.w, a, magnitude), start, settled=too_far)[1]
 
     return search_radius(drop, check=check)
 
