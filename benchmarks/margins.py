@@ -1,8 +1,8 @@
 """Cost of the margin signature (all probe layers, one forward + one backward per batch) relative to a
 plain forward pass over the same data, and speed-up over a per-example autograd loop.
 
-Trains one mnist1d-demogen model (width 128, batchnorm, dropout 0.2: 60 epochs, a few seconds), then on
-its 4000 training examples times: a no-grad forward pass in the margin pass's batches; the margin pass
+Trains one model of version 1 of the mnist1d-demogen grid (benchmarks/demogen_v1.py; width 128, batchnorm,
+dropout 0.2: 60 epochs, a few seconds), then on its 4000 training examples times: a no-grad forward pass in the margin pass's batches; the margin pass
 (`compute_margins`: distances at every probe layer plus the total variation); and a loop that runs
 forward and one autograd call per probe layer for each example. Prints both ratios (targets: <= 3.5x
 the forward pass, >= 30x faster than the loop), first with the system's malloc settings, then with the
@@ -41,10 +41,12 @@ from genbench.zoo.data import load_pool, train_subset
 from genbench.zoo.recipe import load_recipe
 from genbench.zoo.train import init_model, train_group
 
+from demogen_v1 import DEMOGEN_V1
+
 
 def trained_model(epochs: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     """One model of the default zoo's grid, trained as the zoo builder trains it, and its training set."""
-    recipe = load_recipe("mnist1d-demogen", {"train.epochs": epochs} if epochs != 60 else None)
+    recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": epochs})
     spec = next(s for s in recipe.expand() if s.arch["width"] == 128 and s.arch["batchnorm"]
                 and s.arch.get("dropout") == 0.2)
     pool = load_pool(recipe.dataset)

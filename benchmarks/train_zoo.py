@@ -1,7 +1,7 @@
 """Throughput of batched zoo training vs training the same models one by one with torch.optim.
 
-Takes 16 width-64 MLPs of the mnist1d-demogen grid (batchnorm off; dropout, weight decay, augmentation
-and seed vary), trains them for a few epochs both ways in one run, and prints the ratio and the test
+Takes 16 width-64 MLPs of version 1 of the mnist1d-demogen grid (benchmarks/demogen_v1.py; batchnorm off;
+dropout, weight decay, augmentation and seed vary), trains them for a few epochs both ways in one run, and prints the ratio and the test
 accuracy of both (they follow the same trajectories up to float error and dropout masks).
 
 Timing: both ways are warmed up once, then timed in `--rounds` rounds, batched and one-by-one back to
@@ -24,6 +24,8 @@ from genbench.zoo.data import load_pool
 from genbench.zoo.recipe import load_recipe
 from genbench.zoo.train import evaluate_model, init_model, train_group, train_one
 
+from demogen_v1 import DEMOGEN_V1
+
 
 def paired_rounds(batched, single, rounds: int) -> tuple[np.ndarray, np.ndarray, list, list]:
     """Seconds of `batched()` and `single()` in each round, which goes first alternating; and the
@@ -45,7 +47,7 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    recipe = load_recipe("mnist1d-demogen", {"train.epochs": args.epochs, "train.lr_milestones": []})
+    recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": args.epochs, "train.lr_milestones": []})
     specs = [s for s in recipe.expand() if s.arch["width"] == 64 and not s.arch["batchnorm"]][:args.models]
     pool = load_pool(recipe.dataset)
     torch.set_flush_denormal(True)
