@@ -2,12 +2,13 @@
 plain forward pass over the same data, and speed-up over a per-example autograd loop.
 
 Trains one model of version 1 of the mnist1d-demogen grid (benchmarks/demogen_v1.py; width 128, batchnorm,
-dropout 0.2: 60 epochs, a few seconds), then on its 4000 training examples times: a no-grad forward pass in the margin pass's batches; the margin pass
-(`compute_margins`: distances at every probe layer plus the total variation); and a loop that runs
-forward and one autograd call per probe layer for each example. Prints both ratios (targets: <= 3.5x
-the forward pass, >= 30x faster than the loop), first with the system's malloc settings, then with the
-ones the `genbench` command sets (freed memory kept for reuse, see genbench/harness/malloc.py). Each
-ratio is the median of per-round ratios, the forward and the margin pass timed alternately in each round.
+dropout 0.2: 60 epochs, a few seconds), then on its 4000 training examples times: a no-grad forward pass in
+the margin pass's batches; the margin pass (`compute_margins`: distances at every probe layer plus the total
+variation); and a loop that runs forward and one autograd call per probe layer for each example. Prints both
+ratios (targets: <= 3.5x the forward pass, >= 30x faster than the loop), first with the system's malloc
+settings, then with the ones the `genbench` command sets (freed memory kept for reuse, see
+genbench/harness/malloc.py). Each ratio is the median of per-round ratios, the forward and the margin pass
+timed alternately in each round.
 
 "same distances" compares the margin pass with the loop, point by point and layer by layer (rtol 1e-3,
 atol 1e-5 of the median distance). The two are different float computations of the same function: the
@@ -45,7 +46,7 @@ from demogen_v1 import DEMOGEN_V1
 
 
 def trained_model(epochs: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """One model of the default zoo's grid, trained as the zoo builder trains it, and its training set."""
+    """One model of version 1 of the default zoo's grid, trained as the zoo builder trains it, and its training set."""
     recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": epochs})
     spec = next(s for s in recipe.expand() if s.arch["width"] == 128 and s.arch["batchnorm"]
                 and s.arch.get("dropout") == 0.2)

@@ -1,8 +1,9 @@
 """Throughput of batched zoo training vs training the same models one by one with torch.optim.
 
 Takes 16 width-64 MLPs of version 1 of the mnist1d-demogen grid (benchmarks/demogen_v1.py; batchnorm off;
-dropout, weight decay, augmentation and seed vary), trains them for a few epochs both ways in one run, and prints the ratio and the test
-accuracy of both (they follow the same trajectories up to float error and dropout masks).
+dropout, weight decay, augmentation and seed vary), trains them for a few epochs both ways in one run, and
+prints the ratio and the test accuracy of both (they follow the same trajectories up to float error and
+dropout masks).
 
 Timing: both ways are warmed up once, then timed in `--rounds` rounds, batched and one-by-one back to
 back in each round (alternating which goes first), and the speed-up is the median of the per-round
