@@ -1,11 +1,13 @@
 """Layer utilization / contribution and the PGDL representation measures against hand-computed values."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from sklearn.metrics import davies_bouldin_score
 
 from genbench.measures import layer, pgdl
@@ -53,8 +55,9 @@ def trained_and_init():
 def test_utilization_is_frobenius_distance_per_layer(trained_and_init):
     net, net0, x, y = trained_and_init
     ctx = context(net, x, y, init=net0)
-    # fc: ||I||_F = sqrt 2; head: ||diag(3, 1)||_F = sqrt 10 (spectral would be 3); biases ignored
-    np.testing.assert_allclose(layer.utilization_all(ctx), [math.sqrt(2), math.sqrt(10)], rtol=1e-12)
+    # fc: ||I||_F = sqrt 2; head: ||diag(3, 1)||_F = sqrt 10 (spectral would be 3); biases ignored; the one hidden
+    # layer fills the three relative depths 1/3, 2/3 and 1
+    np.testing.assert_allclose(layer.utilization_all(ctx), [math.sqrt(2)] * 3 + [math.sqrt(10)], rtol=1e-12)
     assert layer.utilization_last(ctx) == pytest.approx(math.sqrt(10), rel=1e-12)
 
 
@@ -68,7 +71,7 @@ def test_contribution_is_loss_rise_when_one_layer_is_reset(trained_and_init):
     fc_reset = (softplus(-3.5) + softplus(-0.5)) / 2
     # head reset to 0 with bias 0: logits 0 -> log 2 each
     head_reset = math.log(2)
-    np.testing.assert_allclose(layer.contribution(ctx), [fc_reset - trained, head_reset - trained], rtol=1e-6)
+    np.testing.assert_allclose(layer.contribution(ctx), [fc_reset - trained] * 3 + [head_reset - trained], rtol=1e-6)
     for k, v in net.state_dict().items():  # functional_call, not mutation
         assert torch.equal(v, before[k])
 
@@ -77,21 +80,30 @@ def test_contribution_is_zero_for_a_layer_at_its_init(trained_and_init):
     net, _, x, y = trained_and_init
     net0 = tiny_mlp([[2, 0], [0, 2]], [[0, 0], [0, 0]])  # fc unchanged since init
     out = layer.contribution(context(net, x, y, init=net0))
-    assert out[0] == 0.0 and out[1] > 0
+    assert (out[:3] == 0.0).all() and out[3] > 0
 
 
-def test_layer_signatures_cover_every_weight_layer_with_batchnorm():
-    cfg = dict(in_shape=[5], num_classes=3, width=8, depth=3, batchnorm=True)
+@pytest.mark.parametrize("depth, hidden", [(2, [0, 0, 1]), (3, [0, 1, 2]), (4, [0, 2, 3])])
+def test_layer_signatures_read_fixed_relative_depths_with_batchnorm(depth, hidden):
+    """4 values whatever the depth: the hidden layers nearest 1/3, 2/3 and 1 of the body, then the classifier."""
+    cfg = dict(in_shape=[5], num_classes=3, width=8, depth=depth, batchnorm=True)
     torch.manual_seed(0)
     net, net0 = build_model("mlp", cfg).eval(), build_model("mlp", cfg).eval()
     x, y = torch.randn(30, 5), torch.randint(0, 3, (30,))
     ctx = MeasureContext(model=net, probe_layers=net.probe_layers(), needs=NEEDS, init_model=net0,
                          train=TrainingSet(x, y, num_classes=3))
-    names = [f"blocks.{i}.fc" for i in range(3)] + ["head"]
+    names = [f"blocks.{i}.fc" for i in hidden] + ["head"]
     expected = [float((net.get_submodule(n).weight - net0.get_submodule(n).weight).detach().norm()) for n in names]
     np.testing.assert_allclose(layer.utilization_all(ctx), expected, rtol=1e-6)
-    contrib = layer.contribution(ctx)
-    assert contrib.shape == (4,) and np.isfinite(contrib).all()
+    base = layer.mean_loss(ctx, x, y)
+    rise = []
+    for n in names:  # reset one layer by hand, on a copy
+        net1 = copy.deepcopy(net)
+        with torch.no_grad():
+            net1.get_submodule(n).weight.copy_(net0.get_submodule(n).weight)
+            net1.get_submodule(n).bias.copy_(net0.get_submodule(n).bias)
+            rise.append(float(F.cross_entropy(net1(x).double(), y)) - base)
+    np.testing.assert_allclose(layer.contribution(ctx), rise, rtol=1e-6, atol=1e-12)
 
 
 # --- Natekar & Sharma: DBI x mixup ------------------------------------------------------------------

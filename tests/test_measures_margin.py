@@ -29,7 +29,7 @@ Y = torch.tensor([0, 1, 1, 0])
 
 def _ctx(net, x=X, y=Y, needs=("train_data",)) -> MeasureContext:
     return MeasureContext(model=net, probe_layers=net.probe_layers(), measure="margin.test", needs=needs,
-                          train=TrainingSet(x, y, num_classes=3))
+                          train=TrainingSet(x, y, num_classes=int(y.max()) + 1 if len(y) > 4 else 3))
 
 
 def _hand_margins():
@@ -95,12 +95,31 @@ def test_qrt_signatures_use_normalised_positive_margins():
     net = _linear_net()
     d_in, d_h, tv_in, tv_h, _, _ = _hand_margins()
     ctx = _ctx(net)
-    sig = M.qrt_log(ctx).reshape(2, 5)
+    # one hidden layer: the three fixed relative depths 1/3, 2/3 and 1 all read it
+    sig = M.qrt_log(ctx).reshape(4, 5)
     np.testing.assert_allclose(sig[0], M.quartile_signature(d_in / np.sqrt(tv_in)), rtol=1e-6)
-    np.testing.assert_allclose(sig[1], M.quartile_signature(d_h / np.sqrt(tv_h)), rtol=1e-6)
-    np.testing.assert_allclose(M.qrt_log_unnorm(ctx).reshape(2, 5)[0], M.quartile_signature(d_in), rtol=1e-6)
-    np.testing.assert_allclose(M.lm_linear(ctx), [np.mean(np.maximum(0, 1 - d_in / np.sqrt(tv_in))),
-                                                 np.mean(np.maximum(0, 1 - d_h / np.sqrt(tv_h)))], rtol=1e-6)
+    for row in sig[1:]:
+        np.testing.assert_allclose(row, M.quartile_signature(d_h / np.sqrt(tv_h)), rtol=1e-6)
+    np.testing.assert_allclose(M.qrt_log_unnorm(ctx).reshape(4, 5)[0], M.quartile_signature(d_in), rtol=1e-6)
+    hinge_h = np.mean(np.maximum(0, 1 - d_h / np.sqrt(tv_h)))
+    np.testing.assert_allclose(M.lm_linear(ctx), [np.mean(np.maximum(0, 1 - d_in / np.sqrt(tv_in))), *[hinge_h] * 3],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("depth, hidden", [(2, [0, 0, 1]), (3, [0, 1, 2]), (4, [0, 2, 3])])
+def test_signatures_have_one_length_whatever_the_depth(depth, hidden):
+    """A zoo of depths 2-4 gives 20-value quartile signatures: the rows of hidden probes nearest relative depths
+    1/3, 2/3 and 1, computed here from the margins of every probe layer."""
+    torch.manual_seed(depth)
+    net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=depth)).eval()
+    x, y = torch.randn(40, 12), torch.randint(0, 5, (40,))
+    ctx = _ctx(net, x, y)
+    probes = [f"blocks.{i}.fc" for i in range(depth)]
+    every = M.compute_margins(net, ["input", *probes], iter([(x, y)])).normalized()
+    expected = [M.quartile_signature(every[0]), *(M.quartile_signature(every[1 + i]) for i in hidden)]
+    np.testing.assert_allclose(M.qrt_log(ctx).reshape(4, 5), expected, rtol=1e-6)
+    assert len(M.moment_log(ctx)) == 20 and len(M.sf_log(ctx)) == len(M.lm_linear(ctx)) == 4
+    np.testing.assert_allclose(M.qrt_log(ctx).reshape(4, 5)[3], M.sl_log(ctx), rtol=0)
 
 
 def _bn_mlp(seed: int, **arch) -> torch.nn.Module:

@@ -97,14 +97,14 @@ def pgdl_ref(mu, g, hp, replicate="seed") -> float:
     return best
 
 
-def rse_ref(mu, g, hp, n_test, replicate="seed", min_ess=12) -> list[float]:
-    """Sorted losses of the kept environments, by loops over grid points and replicate pairs."""
+def rse_envs(mu, g, hp, n_test, replicate="seed") -> dict[tuple, tuple[float, float]]:
+    """{(grid point, grid point): (loss, ESS)} of every environment, by loops over grid points and replicate pairs."""
     hp = hp.map(repr)
     axes = [a for a in hp.columns if a != replicate and hp[a].nunique(dropna=False) > 1]
     points = defaultdict(list)
     for i, row in enumerate(hp[axes].itertuples(index=False)):
         points[tuple(row)].append(i)
-    losses = []
+    envs = {}
     for p, q in itertools.combinations(points, 2):
         if sum(x != y for x, y in zip(p, q)) != 1:
             continue
@@ -115,9 +115,18 @@ def rse_ref(mu, g, hp, n_test, replicate="seed", min_ess=12) -> list[float]:
                 ws.append(w - 0.5 if w > 0.5 else 0.0)
                 ls.append((1 - np.sign(mu[i] - mu[j]) * np.sign(g[i] - g[j])) / 2)
         sw, sw2 = sum(ws), sum(w * w for w in ws)
-        if sw > 0 and sw * sw / sw2 >= min_ess - 1e-9:
-            losses.append(sum(w * l for w, l in zip(ws, ls)) / sw)
-    return sorted(losses)
+        if sw > 0:
+            envs[tuple(sorted((p, q)))] = (sum(w * l for w, l in zip(ws, ls)) / sw, sw * sw / sw2)
+    return envs
+
+
+def rse_ref(mu, g, hp, n_test, replicate="seed", min_ess=12, chosen_by=None) -> list[float]:
+    """Sorted losses of the kept environments; `chosen_by` (g, hp of the models once): keep the environments whose
+    ESS passes there rather than on (g, hp), as a resample does."""
+    envs = rse_envs(mu, g, hp, n_test, replicate)
+    sel = envs if chosen_by is None else rse_envs(chosen_by[0], chosen_by[0], chosen_by[1], n_test, replicate)
+    close = 1e-8 + 1e-5 * min_ess  # numpy's isclose, as in the paper's code
+    return sorted(loss for key, (loss, _) in envs.items() if key in sel and sel[key][1] >= min_ess - close)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -399,10 +408,31 @@ def test_integer_weights_equal_duplicated_data():
     o2 = np.repeat(np.arange(len(g2)), c2)
     assert R.pgdl_cmi(mu2, g2, hp2, weights=c2) == pytest.approx(
         R.pgdl_cmi(mu2[o2], g2[o2], hp2.iloc[o2].reset_index(drop=True)), rel=1e-12)
-    # environments pair different grid points, so copies never pair either
+    # environments pair different grid points, so copies never pair either; the ESS filter is the unweighted one
     r = R.robust_sign_error(mu, g, hp, n_test=1000, min_ess=2, weights=c)
-    ref = rse_ref(mud, gd, hpd, 1000, min_ess=2)
+    ref = rse_ref(mud, gd, hpd, 1000, min_ess=2, chosen_by=(g, hp))
     assert r["environments"] == len(ref) > 0 and r["mean"] == pytest.approx(np.mean(ref))
+    assert r["worst"] == pytest.approx(max(ref)) and r["p90"] == pytest.approx(np.percentile(ref, 90))
+
+
+def test_resamples_never_admit_an_environment_the_zoo_does_not():
+    """Planted: an environment whose ESS fails with every model once (two pairs of weight 0.5 beside four of 0.05)
+    but passes once the model behind the heavy pairs is left out (a resample with it at 0): re-selecting on the
+    resample would admit the four light pairs, whose loss is 1."""
+    hp = pd.DataFrame({"x": [0, 0, 0, 1, 1], "seed": [0, 1, 2, 0, 1]})
+    g = np.array([0.9, 0.30, 0.30, 0.364, 0.364])
+    mu = np.array([3.0, 2.0, 2.0, 1.0, 1.0])  # agrees with g on the heavy pairs (model 0) only
+    n_test, min_ess = 1000, 3
+    (loss, ess), = rse_envs(mu, g, hp, n_test).values()
+    assert ess < min_ess and 0 < loss < 0.5
+    (loss_left, ess_left), = rse_envs(mu[1:], g[1:], hp.iloc[1:].reset_index(drop=True), n_test).values()
+    assert ess_left >= min_ess and loss_left == 1.0
+    w = np.ones((2, 5))
+    w[1, 0] = 0.0
+    r = R.robust_sign_error(mu, g, hp, n_test=n_test, min_ess=min_ess, weights=w)
+    assert np.isnan(r["worst"]).all() and (r["environments"] == 0).all()
+    r = R.robust_sign_error(mu, g, hp, n_test=n_test, min_ess=2, weights=w)  # kept on the zoo: re-weighed
+    assert r["worst"] == pytest.approx([loss, loss_left])
 
 
 # ---------------------------------------------------------------- the vectorised bootstrap path

@@ -9,12 +9,15 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from ..errors import GenbenchError
+from ..models.registry import relative_depths
 from .context import MeasureContext
 from .registry import register_measure
 from .weights import Layer, weight_layers
 
 WANG_YANG = "Wang & Yang 2022 (With Greater Distance Comes Worse Performance: layer utilization)"
 CONTRIBUTION_SAMPLES = 4096  # the whole training set of the 1-D zoos (4000 points); a fixed subsample beyond
+FIXED_DEPTHS = 2  # the version of the signatures read at fixed relative depths (version 1: every weight layer, a
+# signature whose length was the network's depth, so a zoo of several depths could not be regressed)
 
 
 def layer_pairs(ctx: MeasureContext) -> list[tuple[Layer, Layer]]:
@@ -24,6 +27,15 @@ def layer_pairs(ctx: MeasureContext) -> list[tuple[Layer, Layer]]:
     if [t.name for t in trained] != [i.name for i in init]:
         raise GenbenchError("the init model's weight layers do not match the trained model's")
     return list(zip(trained, init))
+
+
+def at_fixed_depths(n: int) -> list[int]:
+    """Indices of the weight layers a signature reads: the body's layers nearest relative depths 1/3, 2/3 and 1,
+    then the classifier (a body of fewer than 3 layers repeats one), so every network of a zoo gives 4 values."""
+    if n < 2:
+        raise GenbenchError(f"layer signatures need a hidden weight layer and a classifier; the model has {n} "
+                            "weight layer(s)")
+    return [*relative_depths(n - 1), n - 1]
 
 
 def utilizations(ctx: MeasureContext) -> np.ndarray:
@@ -43,10 +55,12 @@ def utilization_last(ctx: MeasureContext) -> float:
     return float(utilizations(ctx)[-1])
 
 
-@register_measure("layer.utilization_all", kind="signature", needs=("init_weights",), citation=WANG_YANG)
+@register_measure("layer.utilization_all", kind="signature", needs=("init_weights",), citation=WANG_YANG,
+                  version=FIXED_DEPTHS)
 def utilization_all(ctx: MeasureContext) -> np.ndarray:
-    """||W_l - W_l^0||_F for every weight layer l in forward order (the rows of the paper's figure 2)."""
-    return utilizations(ctx)
+    """||W_l - W_l^0||_F at 4 weight layers: relative depths 1/3, 2/3, 1 of the body, and the classifier (figure 2)."""
+    u = utilizations(ctx)
+    return u[at_fixed_depths(len(u))]
 
 
 def _param_name(module: str, param: str) -> str:
@@ -66,17 +80,22 @@ def mean_loss(ctx: MeasureContext, x: torch.Tensor, y: torch.Tensor,
 
 
 @register_measure("layer.contribution", kind="signature", needs=("train_data", "init_weights"),
-                  citation=WANG_YANG)
+                  citation=WANG_YANG, version=FIXED_DEPTHS)
 def contribution(ctx: MeasureContext) -> np.ndarray:
-    """J(F'^L) - J(F') per weight layer L: training cross-entropy rise when layer L alone is reset to its init."""
+    """J(F'^L) - J(F') at the 4 weight layers of utilization_all: training cross-entropy rise when layer L alone is
+    reset to its init."""
     x, y = ctx.subsample(CONTRIBUTION_SAMPLES)
     base = mean_loss(ctx, x, y)
-    out = []
-    for trained, init in layer_pairs(ctx):
+    pairs = layer_pairs(ctx)
+    rise = {}
+    for k in at_fixed_depths(len(pairs)):
+        if k in rise:
+            continue
+        trained, init = pairs[k]
         ctx.check_time()
         # Weight and bias of this layer only; BatchNorm statistics and every other layer stay trained.
         params = {_param_name(trained.name, "weight"): init.weight.to(x.device)}
         if init.bias is not None:
             params[_param_name(trained.name, "bias")] = init.bias.to(x.device)
-        out.append(mean_loss(ctx, x, y, params) - base)
-    return np.array(out)
+        rise[k] = mean_loss(ctx, x, y, params) - base
+    return np.array([rise[k] for k in at_fixed_depths(len(pairs))])

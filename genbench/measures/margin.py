@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import GenbenchError
+from ..models.registry import relative_depths
 from .context import MeasureContext
 from .registry import register_measure
 from .weights import batchnorm_folded, weight_layers
@@ -25,7 +27,7 @@ ELSAYED = "Elsayed, Krishnan, Mobahi, Regan, Bengio 2018 (Large margin deep netw
 # code instead adds 1e-6 under the square root, which breaks the invariance to rescaling a layer when
 # gradients are small; a floor relative to the layer's own median keeps the invariance.
 FLAT = 1e-6
-LAYER_NAMES = ("input", "h1", "h2", "h3")
+LAYER_NAMES = ("input", "h1", "h2", "h3")  # the input, then hidden probes at relative depths 1/3, 2/3 and 1
 BATCH_ELEMENTS = 1 << 21  # input numbers per batch: all of mnist1d at once, ~680 CIFAR images
 
 
@@ -220,12 +222,34 @@ def moment_signature(d: np.ndarray, k: int = 5) -> np.ndarray:
     return np.array([np.mean(d ** n) ** (1.0 / n) for n in range(1, k + 1)])
 
 
+FIXED_DEPTHS = 2  # the version of every signature read at the fixed relative depths (version 1: at each model's
+# own probes, which failed on zoos of several depths or moved h2 on depth-2 networks)
+
+
+def at_fixed_depths(rows: np.ndarray) -> np.ndarray:
+    """The input's row, then the hidden probes' rows nearest relative depths 1/3, 2/3 and 1 (LAYER_NAMES): every
+    network of a zoo gives signatures of one length whatever its depth, and a network probed at fewer than 3
+    hidden layers repeats the nearest one (2 hidden probes: h1, h1, h2)."""
+    hidden = len(rows) - 1
+    if hidden < 1:
+        raise GenbenchError("the model has no hidden probe layer (probe_layers() lists only the input): "
+                            "margin signatures need at least one")
+    return rows[[0, *(1 + i for i in relative_depths(hidden, len(LAYER_NAMES) - 1))]]
+
+
+def _normalized(ctx: MeasureContext) -> np.ndarray:
+    """[4, n] normalised distances at the fixed relative depths."""
+    return at_fixed_depths(margins(ctx).normalized())
+
+
 def _qrt(ctx: MeasureContext, normalize: bool = True) -> np.ndarray:
-    """Quartile signature of every probe layer [layers, 5], computed once per model for all the variants."""
+    """Quartile signature at the input and the three fixed relative depths [4, 5], computed once per model for
+    all the variants."""
 
     def compute() -> np.ndarray:
         m = margins(ctx)
-        return np.stack([quartile_signature(row) for row in (m.normalized() if normalize else m.distance)])
+        rows = at_fixed_depths(m.normalized() if normalize else m.distance)
+        return np.stack([quartile_signature(row) for row in rows])
 
     return ctx.memo(("margin.qrt", normalize), compute)
 
@@ -237,31 +261,31 @@ def _layer(ctx: MeasureContext, k: int) -> np.ndarray:
 _NEEDS = ("train_data",)
 
 
-@register_measure("margin.qrt_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_log(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature (lower fence, Q1, Q2, Q3, upper fence) of normalised margins at 4 probe layers (20)."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_linear", kind="signature", transform="linear", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_linear", kind="signature", version=FIXED_DEPTHS, transform="linear", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_linear(ctx: MeasureContext) -> np.ndarray:
     """The margin.qrt_log signature, regressed without the log transform."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_log_unnorm", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN)
+@register_measure("margin.qrt_log_unnorm", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN)
 def qrt_log_unnorm(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature of margins NOT divided by sqrt(total variation), 4 probe layers (20)."""
     return _qrt(ctx, normalize=False).ravel()
 
 
-@register_measure("margin.moment_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.moment_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def moment_log(ctx: MeasureContext) -> np.ndarray:
     """(E d^n)^(1/n), n = 1..5, of the positive normalised margins at 4 probe layers (20)."""
-    return np.concatenate([moment_signature(row) for row in margins(ctx).normalized()])
+    return np.concatenate([moment_signature(row) for row in _normalized(ctx)])
 
 
-@register_measure("margin.sf_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.sf_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def sf_log(ctx: MeasureContext) -> np.ndarray:
     """Single statistic at every layer: the median Q2 of normalised margins at 4 probe layers (4).
     The paper keeps its best statistic; genbench fixes the median in advance, choosing nothing on the gap."""
@@ -287,8 +311,9 @@ def _register_single_layer(k: int, label: str) -> None:
 
     single.__doc__ = f"Quartile signature of normalised margins at the probe layer {label!r} alone (5; Table 4)."
     single.__name__ = f"margin_{label}"
+    version = FIXED_DEPTHS if label in ("h2", "h3") else 1  # h1 and the input are where they always were
     register_measure(f"margin.{label}", kind="signature", needs=_NEEDS, citation=DEMOGEN, transform="log",
-                     invariances=("relu_rescale",))(single)
+                     version=version, invariances=("relu_rescale",))(single)
 
 
 for _k, _label in enumerate(LAYER_NAMES):
@@ -342,7 +367,7 @@ def jacobian_log(ctx: MeasureContext) -> np.ndarray:
     return quartile_signature(d)
 
 
-@register_measure("margin.lm_linear", kind="signature", transform="linear", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
+@register_measure("margin.lm_linear", kind="signature", version=FIXED_DEPTHS, transform="linear", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
 def lm_linear(ctx: MeasureContext) -> np.ndarray:
     """Large-margin hinge loss mean_x max(0, 1 - d_hat_l(x)) of signed normalised margins, per probe layer (4)."""
-    return np.nanmean(np.maximum(0.0, 1.0 - margins(ctx).normalized()), axis=1)
+    return np.nanmean(np.maximum(0.0, 1.0 - _normalized(ctx)), axis=1)

@@ -45,9 +45,15 @@ def family_class(family: str) -> type[nn.Module]:
     return _FAMILIES[family]
 
 
+def relative_depths(n: int, k: int = 3) -> list[int]:
+    """Indices of the entries nearest relative depths 1/k, 2/k, ..., 1 of `n` layers; fewer than `k` layers
+    repeat one (n = 2, k = 3: [0, 0, 1]), so every network gives `k` positions whatever its depth."""
+    if n < 1:
+        raise ValueError("relative depths need at least one layer")
+    return [max(0, round((i + 1) * n / k) - 1) for i in range(k)]
+
+
 def evenly_spaced(names: list[str], k: int = 3) -> list[str]:
-    """Pick `k` evenly spaced entries of `names`, always including the last (DEMOGEN section 3.2)."""
-    if len(names) <= k:
-        return list(names)
-    n = len(names)
-    return [names[round((i + 1) * n / k) - 1] for i in range(k)]
+    """Pick `k` evenly spaced entries of `names`, always including the last (DEMOGEN section 3.2); all of them when
+    there are at most `k`."""
+    return list(names) if len(names) <= k else [names[i] for i in relative_depths(len(names), k)]
