@@ -121,10 +121,10 @@ def rse_envs(mu, g, hp, n_test, replicate="seed") -> dict[tuple, tuple[float, fl
 
 
 def rse_ref(mu, g, hp, n_test, replicate="seed", min_ess=12, chosen_by=None) -> list[float]:
-    """Sorted losses of the kept environments; `chosen_by` (g, hp of the models once): keep the environments whose
-    ESS passes there rather than on (g, hp), as a resample does."""
+    """Sorted losses of the kept environments; `chosen_by` (mu, g, hp of the models once): keep the environments
+    whose ESS passes there rather than on (g, hp), as a resample does."""
     envs = rse_envs(mu, g, hp, n_test, replicate)
-    sel = envs if chosen_by is None else rse_envs(chosen_by[0], chosen_by[0], chosen_by[1], n_test, replicate)
+    sel = envs if chosen_by is None else rse_envs(*chosen_by, n_test, replicate)
     close = 1e-8 + 1e-5 * min_ess  # numpy's isclose, as in the paper's code
     return sorted(loss for key, (loss, _) in envs.items() if key in sel and sel[key][1] >= min_ess - close)
 
@@ -395,6 +395,7 @@ def test_pgdl_matches_loop_reference_on_a_complete_grid():
 
 
 def test_integer_weights_equal_duplicated_data():
+    """Multiplicities score as duplicated rows; for the sign-error, on the environments the rows once keep."""
     hp, mu, g = messy_grid(3)
     c = np.random.default_rng(4).integers(0, 3, size=len(g))
     o = np.repeat(np.arange(len(g)), c)  # duplicated sample; copies share the seed, so stay replicates
@@ -410,7 +411,7 @@ def test_integer_weights_equal_duplicated_data():
         R.pgdl_cmi(mu2[o2], g2[o2], hp2.iloc[o2].reset_index(drop=True)), rel=1e-12)
     # environments pair different grid points, so copies never pair either; the ESS filter is the unweighted one
     r = R.robust_sign_error(mu, g, hp, n_test=1000, min_ess=2, weights=c)
-    ref = rse_ref(mud, gd, hpd, 1000, min_ess=2, chosen_by=(g, hp))
+    ref = rse_ref(mud, gd, hpd, 1000, min_ess=2, chosen_by=(mu, g, hp))
     assert r["environments"] == len(ref) > 0 and r["mean"] == pytest.approx(np.mean(ref))
     assert r["worst"] == pytest.approx(max(ref)) and r["p90"] == pytest.approx(np.percentile(ref, 90))
 

@@ -17,7 +17,7 @@ from .weights import Layer, weight_layers
 WANG_YANG = "Wang & Yang 2022 (With Greater Distance Comes Worse Performance: layer utilization)"
 CONTRIBUTION_SAMPLES = 4096  # the whole training set of the 1-D zoos (4000 points); a fixed subsample beyond
 FIXED_DEPTHS = 2  # the version of the signatures read at fixed relative depths (version 1: every weight layer, a
-# signature whose length was the network's depth, so a zoo of several depths could not be regressed)
+# signature as long as the network's depth + 1, so a zoo of several depths could not be regressed)
 
 
 def layer_pairs(ctx: MeasureContext) -> list[tuple[Layer, Layer]]:

@@ -223,7 +223,7 @@ def moment_signature(d: np.ndarray, k: int = 5) -> np.ndarray:
 
 
 FIXED_DEPTHS = 2  # the version of every signature read at the fixed relative depths (version 1: at each model's
-# own probes, which failed on zoos of several depths or moved h2 on depth-2 networks)
+# own probes, which failed on zoos of several depths, and read other layers on networks of 1 or 2 hidden layers)
 
 
 def at_fixed_depths(rows: np.ndarray) -> np.ndarray:
@@ -261,44 +261,51 @@ def _layer(ctx: MeasureContext, k: int) -> np.ndarray:
 _NEEDS = ("train_data",)
 
 
-@register_measure("margin.qrt_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_log", kind="signature", version=FIXED_DEPTHS, transform="log",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_log(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature (lower fence, Q1, Q2, Q3, upper fence) of normalised margins at 4 probe layers (20)."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_linear", kind="signature", version=FIXED_DEPTHS, transform="linear", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.qrt_linear", kind="signature", version=FIXED_DEPTHS, transform="linear",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def qrt_linear(ctx: MeasureContext) -> np.ndarray:
     """The margin.qrt_log signature, regressed without the log transform."""
     return _qrt(ctx).ravel()
 
 
-@register_measure("margin.qrt_log_unnorm", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN)
+@register_measure("margin.qrt_log_unnorm", kind="signature", version=FIXED_DEPTHS, transform="log",
+                  needs=_NEEDS, citation=DEMOGEN)
 def qrt_log_unnorm(ctx: MeasureContext) -> np.ndarray:
     """Quartile signature of margins NOT divided by sqrt(total variation), 4 probe layers (20)."""
     return _qrt(ctx, normalize=False).ravel()
 
 
-@register_measure("margin.moment_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.moment_log", kind="signature", version=FIXED_DEPTHS, transform="log",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def moment_log(ctx: MeasureContext) -> np.ndarray:
     """(E d^n)^(1/n), n = 1..5, of the positive normalised margins at 4 probe layers (20)."""
     return np.concatenate([moment_signature(row) for row in _normalized(ctx)])
 
 
-@register_measure("margin.sf_log", kind="signature", version=FIXED_DEPTHS, transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.sf_log", kind="signature", version=FIXED_DEPTHS, transform="log",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def sf_log(ctx: MeasureContext) -> np.ndarray:
     """Single statistic at every layer: the median Q2 of normalised margins at 4 probe layers (4).
     The paper keeps its best statistic; genbench fixes the median in advance, choosing nothing on the gap."""
     return _qrt(ctx)[:, 2]
 
 
-@register_measure("margin.sl_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.sl_log", kind="signature", transform="log",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def sl_log(ctx: MeasureContext) -> np.ndarray:
     """Single layer: the quartile signature at the deepest probe layer h3 (5), the paper's best layer for its CNN."""
     return _layer(ctx, -1)
 
 
-@register_measure("margin.best4_log", kind="signature", transform="log", needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
+@register_measure("margin.best4_log", kind="signature", version=FIXED_DEPTHS, transform="log",
+                  needs=_NEEDS, citation=DEMOGEN, invariances=("relu_rescale",))
 def best4_log(ctx: MeasureContext) -> np.ndarray:
     """Four statistics, two from each of two hidden layers (Fig. 2 middle): Q1 and Q3 at h2 and h3, fixed in advance."""
     q = _qrt(ctx)
@@ -367,7 +374,8 @@ def jacobian_log(ctx: MeasureContext) -> np.ndarray:
     return quartile_signature(d)
 
 
-@register_measure("margin.lm_linear", kind="signature", version=FIXED_DEPTHS, transform="linear", needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
+@register_measure("margin.lm_linear", kind="signature", version=FIXED_DEPTHS, transform="linear",
+                  needs=_NEEDS, citation=ELSAYED, invariances=("relu_rescale",))
 def lm_linear(ctx: MeasureContext) -> np.ndarray:
     """Large-margin hinge loss mean_x max(0, 1 - d_hat_l(x)) of signed normalised margins, per probe layer (4)."""
     return np.nanmean(np.maximum(0.0, 1.0 - _normalized(ctx)), axis=1)

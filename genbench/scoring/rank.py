@@ -556,8 +556,8 @@ def _no_environment_reason(kept: np.ndarray, E: int, n_test: int, min_ess: float
         return (f"none of the {E} environments reaches the effective sample size min_ess={min_ess} "
                 f"(too few replicates, or gaps too close for n_test={n_test} to tell apart)")
     if (kept == 0).any():
-        return (f"in {int((kept == 0).sum())} of {len(kept)} resamples no kept environment has a model "
-                f"left on both sides")
+        return (f"in {int((kept == 0).sum())} of {len(kept)} resamples no kept environment keeps a pair of "
+                f"positive weight")
     return None
 
 
@@ -577,7 +577,9 @@ def robust_sign_error(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, n_test: int
     re-weighs the pairs of the kept environments and never re-selects environments. Re-selecting on
     resampled multiplicities admits environments that one duplicated pair dominates, whose losses are
     near 0 or 1, and biased the resampled values upward (on mnist1d-fantastic, pacbayes.mag_flatness's
-    mean 0.015 against a resampled 95% range of [0.045, 0.105]).
+    mean 0.015 against a resampled 95% range of [0.045, 0.105]). A resample that leaves one side of a kept
+    environment without a model (or only pairs of weight 0) drops that environment from its summary: with
+    5 seeds per grid point, about 2 e^-5 = 1.3% of resamples per environment.
     """
     mu, g, c, batched = _prepare(mu, g, weights)
     if not n_test > 0:
