@@ -140,6 +140,24 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert out.exit_code == 1 and "does not reproduce" in out.output
 
 
+def test_verify_allows_rounding_in_the_rescaling_control_only():
+    """The control's value is float rounding (1e-6) that moves with the thread count: within CONTROL_ATOL it
+    reproduces; a real change, a flipped `failed` flag, or the same rounding in any other check does not."""
+    from genbench.leaderboard.verify import CONTROL_ATOL, _compare
+
+    def diffs(old, new):
+        out = []
+        _compare("audit.checks", old, new, out, 1e-5, 1e-8)
+        return [d[0] for d in out]
+
+    control = {"part": "control", "label": "fragile-value", "value": 1.2628e-06, "failed": False}
+    assert diffs([control], [{**control, "value": 1.2372e-06}]) == []
+    assert diffs([control], [{**control, "value": 2 * CONTROL_ATOL}]) == ["audit.checks[0].value"]
+    assert diffs([control], [{**control, "failed": True}]) == ["audit.checks[0].failed"]
+    value = {"part": "value", "label": "fragile-value", "value": 1.2628e-06, "failed": False}
+    assert diffs([value], [{**value, "value": 1.2372e-06}]) == ["audit.checks[0].value"]
+
+
 # ---------------------------------------------------------------- where records go: local, shipped, and add
 
 
