@@ -4,11 +4,15 @@ machine with AVX2, not only on one with the builder's CPU.
 PyTorch picks its kernels by the CPU it finds (ATen's AVX-512 or AVX2 set; MKL's and oneDNN's code paths per
 microarchitecture), and each choice sums in a different order: built with this machine's defaults and with AVX2 kernels,
 the same 24 models differ in every checkpoint (benchmarks/reproducibility.py). Pinning the kernel sets to AVX2 makes
-the CPU's own choice irrelevant; builds also train with a fixed thread count (build_threads). The variables only take effect before torch runs its first operation, so genbench sets
-them when it is imported; a value the user set wins, and GENBENCH_NATIVE_NUMERICS=1 keeps the machine's defaults."""
+the CPU's own choice irrelevant; builds, records and their verification also run with a fixed thread count
+(build_threads, pinned_threads). The variables only take effect before torch runs its first operation, so genbench
+sets them when it is imported; a value the user set wins, and GENBENCH_NATIVE_NUMERICS=1 keeps the machine's
+defaults."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 PINNED = {
@@ -30,6 +34,24 @@ def build_threads() -> int:
         from .errors import GenbenchError
         raise GenbenchError(f"GENBENCH_BUILD_THREADS must be a whole number >= 1, got {raw!r}")
     return n
+
+
+@contextmanager
+def pinned_threads() -> Iterator[None]:
+    """Torch's and the BLAS libraries' threads fixed at build_threads() for the block (a decorator too): builds,
+    records and their verification, so a record made on a 2-core machine is re-made with the same float sums on
+    a 16-core one (a regression on 20 correlated signature columns turned a different thread count's rounding into
+    differences of 2e-5 in its CMI)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(build_threads())
+    try:
+        with threadpool_limits(limits=build_threads()):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def pin_cpu_numerics() -> None:

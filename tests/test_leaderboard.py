@@ -845,3 +845,32 @@ def test_the_leaderboard_recomputes_the_scorers_kfold_scores_and_intervals_from_
                                                                                                    abs=1e-12)
             if r.interval(sort) != (None, None):
                 assert percentile_interval(d) == pytest.approx(r.interval(sort), abs=1e-12)
+
+
+def test_records_are_made_with_the_pinned_thread_count_whatever_the_callers(digits_zoo, monkeypatch):
+    """Float sums split by thread count, so a record is made (and verified) with build_threads() torch and BLAS
+    threads, not the machine's: the measure sees 3 threads here although the caller runs 1, and the caller's count
+    comes back afterwards."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    import genbench as gb
+    from genbench.measures import registry
+
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "3")
+    name = "test.threads_seen"
+
+    @gb.register_measure(name, citation="test")
+    def threads_seen(ctx):
+        blas = {pool["num_threads"] for pool in threadpool_info()}
+        return float(torch.get_num_threads()) if blas <= {3} else -1.0
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rec = run_entry(name, digits_zoo, audit_zoo=None, n_boot=20, cache=False)
+        assert torch.get_num_threads() == 1
+    finally:
+        registry.unregister_measure(name)
+        torch.set_num_threads(before)
+    assert set(rec["values"]["value"]) == {3.0}

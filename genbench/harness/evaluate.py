@@ -22,6 +22,7 @@ from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
+from ..numerics import pinned_threads
 from ..paths import values_cache_dir
 from ..zoo.data import TrainingSet
 from ..zoo.storage import Zoo, load_zoo, open_zoo_ref
@@ -186,6 +187,7 @@ def evaluate_on_ray(zoo: Zoo, ids: list[str], measures: list[Measure], cache: Va
             yield ids[i], *result
 
 
+@pinned_threads()  # values computed with the thread count records are made and verified with (genbench/numerics.py)
 def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: str = "local",
              models: str | Iterable[str] | None = None, *, seed: int = SEED,
              budget_s: float | None = BUDGET_S, cache: bool | str | Path = True,

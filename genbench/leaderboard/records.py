@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT, SEED
+from ..numerics import pinned_threads
 from ..errors import GenbenchError
 from ..fileio import json_safe
 from ..measures import Measure, get_measure
@@ -104,6 +105,7 @@ def _values_block(values: pd.DataFrame, m: Measure, zoo: Zoo, s: MeasureScores) 
             **_heldout(s)}
 
 
+@pinned_threads()
 def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submission: dict | None = None,
               audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, budget_s: float | None = BUDGET_S,
               n_boot: int = N_BOOT, seed: int = SEED, command: str = "", progress: bool = False,
@@ -170,6 +172,7 @@ def baselines_source_hash() -> str:
     return hashlib.sha256(inspect.getsource(baselines).encode()).hexdigest()
 
 
+@pinned_threads()
 def run_baselines(zoo: str | Zoo, *, only: Iterable[str] | None = None, device: str | None = None,
                   budget_s: float | None = BUDGET_S, n_boot: int = N_BOOT, seed: int = SEED, command: str = "",
                   progress: bool = False, cache: bool = True, allow_partial: bool = False) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..numerics import pinned_threads
 from .events import IMPORTING, MAX_COMPONENTS, MAX_TEXT, send
 from .guard import cap_memory, memory_note
 
@@ -119,7 +120,8 @@ def call(m: Any, zoo: JobZoo, task: dict[str, Any], device: str) -> dict[str, An
 def run(job_file: Path, fd: int) -> int:
     """Do the job: import measure.py, then one call per task, every outcome sent on channel `fd`."""
     job = json.loads(job_file.read_text())
-    import torch  # noqa: F401 - loaded before the memory cap, like everything of genbench's
+    import threadpoolctl  # noqa: F401 - loaded before the memory cap, like everything of genbench's
+    import torch  # noqa: F401
 
     from ..harness.evaluate import make_context  # noqa: F401
     from ..measures import get_measure, import_measure_file, list_measures
@@ -148,11 +150,12 @@ def run(job_file: Path, fd: int) -> int:
                     "transform": m.transform, "higher_means": m.higher_means, "version": m.version,
                     "citation": _text(m.citation), "doc": _text(m.doc), "registered": registered[:1000]})
     zoos = [JobZoo(job_file.parent / z["folder"], z) for z in job["zoos"]]
-    for k, task in enumerate(job["tasks"]):
-        if task["only_if"] and task["only_if"] not in m.invariances:
-            send(fd, task=k, skipped=True)
-        else:
-            send(fd, task=k, **call(m, zoos[task["zoo"]], task, device))
+    with pinned_threads():  # the thread count of every record's values (genbench/numerics.py)
+        for k, task in enumerate(job["tasks"]):
+            if task["only_if"] and task["only_if"] not in m.invariances:
+                send(fd, task=k, skipped=True)
+            else:
+                send(fd, task=k, **call(m, zoos[task["zoo"]], task, device))
     send(fd, done=True)
     return 0
 

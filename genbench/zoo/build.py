@@ -17,7 +17,7 @@ from .. import remote
 from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
-from ..numerics import PINNED, build_threads, cpu_numerics
+from ..numerics import PINNED, cpu_numerics, pinned_threads
 from ..paths import plain_name, zoos_dir
 from ..version import __version__
 from .card import dataset_card
@@ -65,13 +65,9 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     elif overrides:
         raise GenbenchError("pass overrides with a recipe name or path, not with a parsed Recipe")
     device = resolve_device(device)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(build_threads())  # reductions split by thread count: a fixed count reproduces
-    try:
+    with pinned_threads():  # reductions split by thread count: a fixed count reproduces
         return _build(recipe, where, out, limit=limit, device=device, progress=progress, max_group=max_group,
                       executor=executor, address=address)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | None, device: str, progress: bool,
