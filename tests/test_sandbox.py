@@ -414,7 +414,7 @@ def test_no_network_in_or_out(tmp_path, digits_zoo):
 
 
 def test_the_environment_is_scrubbed(tmp_path, digits_zoo, monkeypatch):
-    for key in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK"):
+    for key in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK", "KMP_DUPLICATE_LIB_OK"):
         monkeypatch.setenv(key, "secret-value")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     folder = make_sub(tmp_path / "subs", "snoop", """
@@ -425,7 +425,9 @@ def test_the_environment_is_scrubbed(tmp_path, digits_zoo, monkeypatch):
     env = dict(item.split("=", 1) for item in rec["failure"].split("ENV ", 1)[1].split())
     assert "secret-value" not in rec["failure"]
     assert env["OMP_NUM_THREADS"] == "1" and env["HOME"] == "/tmp" and env["GENBENCH_HOME"] == "/tmp/genbench"
-    assert set(env) <= set(scrubbed_env("/tmp")) | set(PASSED_ENV) | {"PWD"}, sorted(env)  # bwrap sets PWD
+    # bwrap sets PWD; threadpoolctl, imported by the worker to pin the BLAS threads, sets KMP_DUPLICATE_LIB_OK itself
+    assert env["KMP_DUPLICATE_LIB_OK"] == "True"  # its own value: the host's did not get in
+    assert set(env) <= set(scrubbed_env("/tmp")) | set(PASSED_ENV) | {"PWD", "KMP_DUPLICATE_LIB_OK"}, sorted(env)
 
 
 # ---------------------------------------------------------------- killing submit, and no sandbox at all
