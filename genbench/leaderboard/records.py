@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT, SEED
-from ..numerics import pinned_threads
 from ..errors import GenbenchError
 from ..fileio import json_safe
 from ..measures import Measure, get_measure
+from ..numerics import pinned_threads
 from ..scoring.demogen import demogen_tables
 from ..scoring.scores import Scores
 from ..scoring.spec import MeasureScores
