@@ -10,6 +10,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".errors": ("GenbenchError",),
     ".harness": ("check_measure", "evaluate"),
     ".measures": ("BudgetExceeded", "MeasureContext", "get_measure", "list_measures", "register_measure"),
+    ".record": ("Record", "load_records", "shown_records"),
     ".scoring": ("FragilityReport", "Scores", "audit", "score"),
     ".zoo": ("Zoo", "build_zoo", "load_zoo"),
 })

@@ -9,6 +9,7 @@ from typing import Any
 from .defaults import SHIPPED_RESULTS
 from .errors import GenbenchError
 
+PACKAGE = Path(__file__).resolve().parent  # the genbench package; its parent is the checkout, when run from one
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 PLAIN_NAME_RULE = "letters, digits, '.', '_' and '-', not starting with a dot, at most 200 characters"
 
@@ -64,6 +65,6 @@ def results_dir() -> Path:
 def shipped_results_dir() -> Path | None:
     """The repository's folder of verified result records, when genbench runs from a checkout (leaderboard/results
     beside the package); None for an installed package, which ships no records."""
-    root = Path(__file__).resolve().parent.parent
+    root = PACKAGE.parent
     folder = root / SHIPPED_RESULTS
     return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None

@@ -47,7 +47,7 @@ def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
 
 
 def test_transform_is_declared_never_read_from_the_name(temp_measures):
-    # issue 18: "newcomer.mean_log_spec" was log-transformed because its name contains "_log_"
+    # a regression: "newcomer.mean_log_spec" was log-transformed because its name contains "_log_"
     temp_measures("newcomer.mean_log_spec")(lambda ctx: 1.0)
     temp_measures("newcomer.spec_log")(lambda ctx: 1.0)
     temp_measures("newcomer.declared", transform="log")(lambda ctx: 1.0)

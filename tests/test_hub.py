@@ -24,7 +24,7 @@ from huggingface_hub.utils import filter_repo_objects
 from typer.testing import CliRunner
 
 import genbench as gb
-from genbench.leaderboard.publish import push_results
+from genbench.entries.publish import push_results
 from genbench.zoo import hub as gbhub
 from genbench.cli import app
 from genbench.fileio import sha256_file
@@ -226,9 +226,9 @@ def test_zoo_round_trips_through_the_loopback_hub(published, hub, hub_env, digit
 def test_a_record_made_on_a_hub_zoo_is_verified_from_the_hub(published, hub_env, tmp_path):
     """Issue 18: a record made from an hf:// zoo names its repository and commit, and verify downloads that commit
     (before, it passed the revision with the bare zoo name, which load_zoo refuses)."""
-    from genbench.leaderboard.records import run_entry
-    from genbench.leaderboard.schema import Record, write_record
-    from genbench.leaderboard.verify import verify_record
+    from genbench.entries.run import run_entry
+    from genbench.record import Record, write_record
+    from genbench.entries.verify import verify_record
     _, pushed = published
     zoo = gb.load_zoo(f"hf://{REPO}")
     rec = Record(run_entry("norm.params", zoo, audit_zoo=None, n_boot=50, cache=False))
@@ -249,9 +249,9 @@ def test_a_record_on_a_local_build_is_verified_against_the_canonical_zoo_found_b
         published, hub_env, digits_zoo, tmp_path, monkeypatch):
     """Issue 15 item 6: a record made on a local build cites the zoo's table hash; a machine without that build (or
     with a build that differs) verifies it against the canonical copy on the Hub, found by the hash's tag."""
-    from genbench.leaderboard.records import run_entry
-    from genbench.leaderboard.schema import Record, write_record
-    from genbench.leaderboard.verify import verify_record
+    from genbench.entries.run import run_entry
+    from genbench.record import Record, write_record
+    from genbench.entries.verify import verify_record
     _, pushed = published
     rec = Record(run_entry("norm.params", digits_zoo, audit_zoo=None, n_boot=50, cache=False))
     assert rec.zoo_source() == ("digits-mlp", None) and rec.table_sha256 == digits_zoo.table_sha256

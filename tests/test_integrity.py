@@ -1,4 +1,4 @@
-"""Integrity (issue 15, items 4 and 5): untrusted names never become paths, a malformed record never blanks the
+"""Integrity: untrusted names never become paths, a malformed record never blanks the
 leaderboard, inputs are never overwritten by outputs, bad budgets are refused before anything runs, concurrent
 writers of a value table keep every column, and a crash while a zoo commits its table leaves a zoo that the next
 build completes. Each test plants the problem and shows the guard holding."""
@@ -22,10 +22,10 @@ from genbench.cli import app
 from genbench.errors import GenbenchError
 from genbench.fileio import sha256_file
 from genbench.harness import values as values_mod
-from genbench.leaderboard.schema import (Record, SchemaError, SkippedRecordWarning, load_records, read_record,
+from genbench.record import (Record, SchemaError, SkippedRecordWarning, load_records, read_record,
                                          record_path, write_record)
 from genbench.paths import is_plain_name, values_path
-from genbench.submit import submit
+from genbench.entries.submit import submit
 from genbench.zoo import build as build_mod
 from genbench.zoo import storage
 
@@ -386,7 +386,7 @@ def test_a_record_cites_a_commit_of_this_checkout_or_verify_says_so():
     differs), but the recorded one must exist in this checkout's history: a forged commit does not."""
     import subprocess
 
-    from genbench.leaderboard.verify import known_commit
+    from genbench.entries.verify import known_commit
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           cwd=Path(__file__).parent).stdout.strip()
     assert known_commit(head) and known_commit(head[:12])

@@ -10,10 +10,11 @@ from typer.testing import CliRunner
 
 from genbench.cli import app
 from genbench.leaderboard.export import leaderboard_table
-from genbench.leaderboard.ranking import aggregate_table, rank_records
-from genbench.leaderboard.records import failure_record, run_entry
-from genbench.leaderboard.schema import load_records, read_record, score_spec, write_record
-from genbench.leaderboard.verify import verify_record
+from genbench.leaderboard.standings import aggregate_table, rank_records
+from genbench.entries.run import failure_record, run_entry
+from genbench.leaderboard.columns import score_spec
+from genbench.record import load_records, read_record, write_record
+from genbench.entries.verify import verify_record
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
 def test_verify_allows_rounding_in_the_rescaling_control_only():
     """The control's value is float rounding (1e-6) that moves with the thread count: within CONTROL_ATOL it
     reproduces; a real change, a flipped `failed` flag, or the same rounding in any other check does not."""
-    from genbench.leaderboard.verify import CONTROL_ATOL, _compare
+    from genbench.entries.verify import CONTROL_ATOL, _compare
 
     def diffs(old, new):
         out = []
@@ -312,8 +313,8 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
 
     import genbench.cli as cli
     from genbench.leaderboard import write_site
-    from genbench.leaderboard.ranking import mean_ranks
-    from genbench.leaderboard.schema import Record
+    from genbench.leaderboard.standings import mean_ranks
+    from genbench.record import Record
 
     results = tmp_path / "results"
     shutil.copytree(records_dir, results)
@@ -360,7 +361,7 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
 def test_shipped_records_are_on_complete_zoos_and_carry_no_completeness_fields():
     from pathlib import Path
 
-    from genbench.leaderboard.schema import Record
+    from genbench.record import Record
 
     paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
     assert len(paths) >= 44
@@ -376,7 +377,7 @@ def test_every_shipped_score_lies_inside_its_interval_and_its_pooled_kfold_is_re
 
     import numpy as np
 
-    from genbench.leaderboard.schema import Record
+    from genbench.record import Record
     from genbench.scoring.resample import percentile_interval, pooled_scores, resample_weights
 
     paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
@@ -467,7 +468,7 @@ def _planted(n=216, n_boot=1000):
 
 
 def test_a_planted_pair_with_overlapping_intervals_lands_in_different_paired_groups():
-    from genbench.leaderboard.schema import Record
+    from genbench.record import Record
 
     records = _planted()
     a, b = (Record(next(r for r in records if r["name"] == name)) for name in ("small_noise", "large_noise"))
@@ -651,7 +652,7 @@ def test_terminal_labels_are_the_same_at_every_width_and_long_text_wraps_whole(s
 
 
 def test_markdown_and_csv_carry_every_column_with_intervals_and_citations(site_dir, monkeypatch):
-    from genbench.leaderboard.schema import Record
+    from genbench.record import Record
     from site_records import make_records
 
     import genbench.cli as cli
@@ -815,8 +816,8 @@ def test_a_schema_1_record_is_refused_with_how_to_regenerate_it(tmp_path):
 def test_the_leaderboards_batched_draws_are_pooled_scores_entry_by_entry():
     import numpy as np
 
-    from genbench.leaderboard.ranking import _heldout_array, paired_draws
-    from genbench.leaderboard.schema import Record
+    from genbench.leaderboard.standings import _heldout_array, paired_draws
+    from genbench.record import Record
     from genbench.scoring.resample import pooled_scores, resample_weights
 
     records = [Record(r) for r in _planted(n=80, n_boot=300)]
@@ -832,7 +833,7 @@ def test_the_leaderboards_batched_draws_are_pooled_scores_entry_by_entry():
 def test_the_leaderboard_recomputes_the_scorers_kfold_scores_and_intervals_from_a_record(records_dir):
     import numpy as np
 
-    from genbench.leaderboard.ranking import _heldout_array, paired_draws
+    from genbench.leaderboard.standings import _heldout_array, paired_draws
     from genbench.scoring.resample import percentile_interval, pooled_scores
 
     recs = [r for r in load_records(records_dir) if r.ok]

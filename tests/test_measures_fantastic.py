@@ -16,32 +16,26 @@ from genbench.measures.context import MeasureContext, TrainingSet
 from genbench.measures.registry import get_measure, list_measures
 from genbench.measures.weights import fold_batchnorm, weight_names
 from genbench.models.mlp import MLP
-from test_measures_norm import blob_data, linear_net, tiny_net as norm_tiny_net
+from helpers import hand_mlp, measure_context
+from test_measures_norm import W1, W2, blob_data, linear_net
 
 EPS2 = 1e-6                       # eps^2 of the magnitude-aware bounds, eps = 1e-3
 W = [1, 2, 0, 3, 1, 1, 2, -1]     # the tiny net's weights W1, W2 in order: ||w||^2 = 21, omega = 8
 DIST = [0, 0, 0, 3, 1, 1, 2, -1]  # w - w0 for the init below: ||w - w0||^2 = 16
-
-
-def tiny_net(w1=((1.0, 2.0), (0.0, 3.0)), w2=((1.0, 1.0), (2.0, -1.0)), b1=(0.5, -0.5), b2=(1.0, 0.0),
-             batchnorm: bool = False) -> MLP:
-    """input 2 -> Linear(2, 2) [-> BN] -> ReLU -> Linear(2, 2), with non-zero biases: they must not enter any bound."""
-    return norm_tiny_net(w1, w2, b1, b2, batchnorm)
+# the tiny net is input 2 -> Linear(2, 2) [-> BN] -> ReLU -> Linear(2, 2) with the weights W1, W2 of
+# test_measures_norm (W above) and, unless said otherwise, these non-zero biases: they must not enter any bound
+BIASES = [(0.5, -0.5), (1.0, 0.0)]
+NEEDS = ("train_data", "init_weights")
 
 
 def init_net() -> MLP:
-    return tiny_net(w1=((1.0, 2.0), (0.0, 0.0)), w2=((0.0, 0.0), (0.0, 0.0)), b1=(4.0, 4.0), b2=(-3.0, 2.0))
+    return hand_mlp([[[1.0, 2.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]], [(4.0, 4.0), (-3.0, 2.0)])
 
 
 def ten_points(label: int = 1) -> TrainingSet:
     """x = (t, 0), t = 1..10, all labelled `label`: m = 10, and the tiny net (zero biases) has margins +-t."""
     t = torch.arange(1, 11, dtype=torch.float32)
     return TrainingSet(torch.stack([t, torch.zeros(10)], 1), torch.full((10,), label), num_classes=2)
-
-
-def ctx_with(net: nn.Module, *, memo: dict | None = None, train: TrainingSet | None = None) -> MeasureContext:
-    return MeasureContext(model=net, probe_layers=net.probe_layers(), needs=("train_data", "init_weights"),
-                          train=train or ten_points(), init_model=init_net(), memo=memo)
 
 
 def defined_in(*modules) -> list[str]:
@@ -57,7 +51,8 @@ def mag_hand(ref: list[float], dist: list[float], s: float, extra: float, m: int
 
 # --- the bounds, given the radius -----------------------------------------------------------------------
 def test_sharpness_bounds_match_hand_values_given_alpha():
-    ctx = ctx_with(tiny_net(), memo={"sharpness.alpha": 0.5})
+    ctx = measure_context(hand_mlp([W1, W2], BIASES), ten_points(), init=init_net(), needs=NEEDS,
+                          memo={"sharpness.alpha": 0.5})
     # ||v||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10 with omega = 8, alpha = 0.5, m = 10
     assert pb.sharpness_orig(ctx) == pytest.approx(21 * math.log(16) + math.log(20) + 10)
     assert pb.sharpness_init(ctx) == pytest.approx(16 * math.log(16) + math.log(20) + 10)
@@ -65,7 +60,8 @@ def test_sharpness_bounds_match_hand_values_given_alpha():
 
 
 def test_magnitude_aware_sharpness_bounds_match_hand_values_given_alpha():
-    ctx = ctx_with(tiny_net(), memo={"sharpness.mag_alpha": 0.5})
+    ctx = measure_context(hand_mlp([W1, W2], BIASES), ten_points(), init=init_net(), needs=NEEDS,
+                          memo={"sharpness.mag_alpha": 0.5})
     extra = 4 * math.log(16)   # 4 log(2 omega)
     assert pb.sharpness_mag_orig(ctx) == pytest.approx(mag_hand(W, DIST, 0.5, extra, 10))
     assert pb.sharpness_mag_init(ctx) == pytest.approx(mag_hand(DIST, DIST, 0.5, extra, 10))
@@ -78,7 +74,8 @@ def test_magnitude_aware_sharpness_bounds_match_hand_values_given_alpha():
 
 
 def test_magnitude_aware_pacbayes_orig_keeps_w_minus_w0_in_the_denominator():
-    ctx = ctx_with(tiny_net(), memo={"pacbayes.mag_sigma": 0.5})
+    ctx = measure_context(hand_mlp([W1, W2], BIASES), ten_points(), init=init_net(), needs=NEEDS,
+                          memo={"pacbayes.mag_sigma": 0.5})
     assert pb.mag_orig(ctx) == pytest.approx(mag_hand(W, DIST, 0.5, 1.0, 10))
     assert pb.mag_init(ctx) == pytest.approx(mag_hand(DIST, DIST, 0.5, 1.0, 10))
     # the earlier form, eps^2 + s'^2 w_i^2 in the denominator, is a different number
@@ -91,12 +88,14 @@ def test_magnitude_aware_pacbayes_orig_keeps_w_minus_w0_in_the_denominator():
 
 # --- one convention: the weights of the folded Linear/Conv layers ---------------------------------------
 def test_every_bound_uses_the_weights_only():
-    fm = pb.FlatModel(fold_batchnorm(tiny_net(batchnorm=True)))
+    fm = pb.FlatModel(fold_batchnorm(hand_mlp([W1, W2], BIASES, batchnorm=True)))
     assert fm.names == ["blocks.0.fc.weight", "head.weight"] == weight_names(fm.model)
-    assert fm.w.numel() == 8 == norm.params(ctx_with(tiny_net(batchnorm=True)))
+    bn = measure_context(hand_mlp([W1, W2], BIASES, batchnorm=True), ten_points(), init=init_net(), needs=NEEDS)
+    assert fm.w.numel() == 8 == norm.params(bn)
     memo = {"pacbayes.sigma": 0.5, "pacbayes.mag_sigma": 0.5, "sharpness.alpha": 0.5, "sharpness.mag_alpha": 0.5}
-    a = ctx_with(tiny_net(), memo=dict(memo))
-    b = ctx_with(tiny_net(b1=(-7.0, 9.0), b2=(5.0, 5.0)), memo=dict(memo))   # other biases, same weights
+    a = measure_context(hand_mlp([W1, W2], BIASES), ten_points(), init=init_net(), needs=NEEDS, memo=dict(memo))
+    b = measure_context(hand_mlp([W1, W2], [(-7.0, 9.0), (5.0, 5.0)]),   # other biases, same weights
+                        ten_points(), init=init_net(), needs=NEEDS, memo=dict(memo))
     names = defined_in(pb)
     assert len(names) == 12
     for name in names:
@@ -105,7 +104,7 @@ def test_every_bound_uses_the_weights_only():
 
 
 def test_the_searches_perturb_the_weights_and_leave_the_biases():
-    net = tiny_net()
+    net = hand_mlp([W1, W2], BIASES)
     fm = pb.FlatModel(net)
     moved = fm.params(fm.w + 1.0)
     assert set(moved) == {"blocks.0.fc.weight", "head.weight"}
@@ -172,11 +171,11 @@ def test_magnitude_aware_alpha_is_deterministic_and_meets_the_target_drop():
 # --- a negative 10th-percentile margin -----------------------------------------------------------------
 def test_margin_forms_use_the_size_of_a_negative_gamma():
     # labels 0: margins -1..-10, 10th percentile (linear interpolation) -9.1; |gamma| is used
-    ctx = ctx_with(tiny_net(b1=(0.0, 0.0), b2=(0.0, 0.0)), train=ten_points(label=0))
+    ctx = measure_context(hand_mlp([W1, W2]), ten_points(label=0), init=init_net(), needs=NEEDS)
     assert norm.log_gamma_sq(ctx) == pytest.approx(2 * math.log(9.1))
     assert norm.fro_prod_margin(ctx) == pytest.approx(math.log(14 * 7 / 9.1 ** 2))
     zero = TrainingSet(torch.zeros(10, 2), torch.ones(10, dtype=torch.long), num_classes=2)
-    assert norm.fro_prod_margin(ctx_with(tiny_net(b1=(0.0, 0.0), b2=(0.0, 0.0)), train=zero)) == math.inf
+    assert norm.fro_prod_margin(measure_context(hand_mlp([W1, W2]), zero, init=init_net(), needs=NEEDS)) == math.inf
 
 
 # --- documentation and conformance -----------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,27 +14,15 @@ from sklearn.metrics import davies_bouldin_score
 from genbench.measures import layer, pgdl
 from genbench.measures.context import MeasureContext, TrainingSet
 from genbench.models import build_model
+from helpers import hand_mlp, measure_context
 
 NEEDS = ("train_data", "init_weights", "augment")
 IDENTITY_AUG = dict(shift=0, noise=0.0)
 
 
-def tiny_mlp(fc: list, head: list, head_bias: list | None = None) -> torch.nn.Module:
-    """A 2 -> 2 (ReLU) -> 2 MLP with the given weights and zero biases unless given."""
-    net = build_model("mlp", dict(in_shape=[2], num_classes=2, width=2, depth=1))
-    with torch.no_grad():
-        net.blocks[0].fc.weight.copy_(torch.tensor(fc, dtype=torch.float32))
-        net.blocks[0].fc.bias.zero_()
-        net.head.weight.copy_(torch.tensor(head, dtype=torch.float32))
-        net.head.bias.copy_(torch.tensor(head_bias or [0.0, 0.0]))
-    return net.eval()
-
-
-def context(net, x, y, *, init=None, augmentation=IDENTITY_AUG, cls=MeasureContext, seed=0) -> MeasureContext:
-    train = TrainingSet(torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y), num_classes=2,
-                        data_kind="signal", augmentation=augmentation)
-    return cls(model=net, probe_layers=net.probe_layers(), measure="test", needs=NEEDS, train=train,
-               init_model=init, seed=seed)
+# the tiny networks here are 2 -> 2 (ReLU) -> 2 MLPs, hand_mlp([fc, head], [None, head_bias]): zero biases unless
+# a head bias is given; their contexts hold x, y (2 classes) with the identity augmentation unless told otherwise
+context = partial(measure_context, num_classes=2, augmentation=IDENTITY_AUG, measure="test", needs=NEEDS)
 
 
 def softplus(t: float) -> float:
@@ -46,15 +35,15 @@ def softplus(t: float) -> float:
 @pytest.fixture
 def trained_and_init():
     # trained: fc = 2I, head = diag(3, 1) with bias (0.5, 0); init: fc = I, head = 0, bias 0
-    net = tiny_mlp([[2, 0], [0, 2]], [[3, 0], [0, 1]], [0.5, 0.0])
-    net0 = tiny_mlp([[1, 0], [0, 1]], [[0, 0], [0, 0]])
+    net = hand_mlp([[[2, 0], [0, 2]], [[3, 0], [0, 1]]], [None, [0.5, 0.0]])
+    net0 = hand_mlp([[[1, 0], [0, 1]], [[0, 0], [0, 0]]])
     x, y = [[1.0, 0.0], [0.0, 1.0]], [0, 1]
     return net, net0, x, y
 
 
 def test_utilization_is_frobenius_distance_per_layer(trained_and_init):
     net, net0, x, y = trained_and_init
-    ctx = context(net, x, y, init=net0)
+    ctx = context(net, x=x, y=y, init=net0)
     # fc: ||I||_F = sqrt 2; head: ||diag(3, 1)||_F = sqrt 10 (spectral would be 3); biases ignored; the one hidden
     # layer fills the three relative depths 1/3, 2/3 and 1
     np.testing.assert_allclose(layer.utilization_all(ctx), [math.sqrt(2)] * 3 + [math.sqrt(10)], rtol=1e-12)
@@ -64,7 +53,7 @@ def test_utilization_is_frobenius_distance_per_layer(trained_and_init):
 def test_contribution_is_loss_rise_when_one_layer_is_reset(trained_and_init):
     net, net0, x, y = trained_and_init
     before = {k: v.clone() for k, v in net.state_dict().items()}
-    ctx = context(net, x, y, init=net0)
+    ctx = context(net, x=x, y=y, init=net0)
     # trained logits: x1 -> (6.5, 0), x2 -> (0.5, 2)
     trained = (softplus(-6.5) + softplus(-1.5)) / 2
     # fc reset to I: x1 -> (3.5, 0), x2 -> (0.5, 1)
@@ -78,8 +67,8 @@ def test_contribution_is_loss_rise_when_one_layer_is_reset(trained_and_init):
 
 def test_contribution_is_zero_for_a_layer_at_its_init(trained_and_init):
     net, _, x, y = trained_and_init
-    net0 = tiny_mlp([[2, 0], [0, 2]], [[0, 0], [0, 0]])  # fc unchanged since init
-    out = layer.contribution(context(net, x, y, init=net0))
+    net0 = hand_mlp([[[2, 0], [0, 2]], [[0, 0], [0, 0]]])  # fc unchanged since init
+    out = layer.contribution(context(net, x=x, y=y, init=net0))
     assert (out[:3] == 0.0).all() and out[3] > 0
 
 
@@ -118,9 +107,9 @@ def test_davies_bouldin_matches_sklearn():
 
 def test_dbi_mixup_hand_value():
     # identity network on nonnegative inputs: first hidden probe (blocks.0.fc) = x and logits = x
-    net = tiny_mlp([[1, 0], [0, 1]], [[1, 0], [0, 1]])
+    net = hand_mlp([[[1, 0], [0, 1]], [[1, 0], [0, 1]]])
     x, y = [[2.0, 0.0], [4.0, 0.0], [0.0, 1.0], [0.0, 3.0]], [0, 0, 1, 1]
-    ctx = context(net, x, y)
+    ctx = context(net, x=x, y=y)
     # clusters: centroids (3, 0) and (0, 2), mean distances 1 and 1 -> DBI = 2 / sqrt 13
     # (the reference's mean over j with j = k as 0 would give 1 / sqrt 13)
     dbi = 2 / math.sqrt(13)
@@ -131,10 +120,10 @@ def test_dbi_mixup_hand_value():
 
 
 def test_dbi_mixup_uses_the_augmentation():
-    net = tiny_mlp([[1, 0], [0, 1]], [[1, 0], [0, 1]])
+    net = hand_mlp([[[1, 0], [0, 1]], [[1, 0], [0, 1]]])
     x, y = [[2.0, 0.0], [4.0, 0.0], [0.0, 1.0], [0.0, 3.0]], [0, 0, 1, 1]
-    plain = pgdl.dbi_mixup(context(net, x, y))
-    noisy = pgdl.dbi_mixup(context(net, x, y, augmentation=dict(shift=0, noise=1.0)))
+    plain = pgdl.dbi_mixup(context(net, x=x, y=y))
+    noisy = pgdl.dbi_mixup(context(net, x=x, y=y, augmentation=dict(shift=0, noise=1.0)))
     assert noisy != pytest.approx(plain)
 
 
@@ -149,27 +138,27 @@ class SwapContext(MeasureContext):
 
 
 def test_augment_robustness_is_zero_under_identity_augmentation():
-    net = tiny_mlp([[1, 0], [0, 1]], [[1, 2], [0, 1]])
+    net = hand_mlp([[[1, 0], [0, 1]], [[1, 2], [0, 1]]])
     x, y = torch.rand(50, 2).tolist(), [0, 1] * 25
-    assert pgdl.augment_robustness(context(net, x, y)) == 0.0
+    assert pgdl.augment_robustness(context(net, x=x, y=y)) == 0.0
 
 
 def test_augment_robustness_hand_value_with_one_flip():
     # logits = x + (3, 0) on nonnegative x
-    net = tiny_mlp([[1, 0], [0, 1]], [[1, 0], [0, 1]], [3.0, 0.0])
+    net = hand_mlp([[[1, 0], [0, 1]], [[1, 0], [0, 1]]], [None, [3.0, 0.0]])
     x, y = [[0.0, 1.0], [0.0, 4.0]], [0, 1]
     # x1: (3, 1) -> swapped (4, 0): class 0 kept, |sigma(2) - sigma(4)|
     # x2: (3, 4) -> swapped (7, 0): argmax flips, penalty 1
     sigma = lambda t: 1 / (1 + math.exp(-t))  # noqa: E731
     expected = (abs(sigma(2) - sigma(4)) + 1.0) / 2
-    assert pgdl.augment_robustness(context(net, x, y, cls=SwapContext)) == pytest.approx(expected, rel=1e-9)
+    assert pgdl.augment_robustness(context(net, x=x, y=y, cls=SwapContext)) == pytest.approx(expected, rel=1e-9)
 
 
 def test_augment_robustness_is_seeded():
-    net = tiny_mlp([[1, 0.5], [0.3, 1]], [[1, -1], [0.5, 1]])
+    net = hand_mlp([[[1, 0.5], [0.3, 1]], [[1, -1], [0.5, 1]]])
     x, y = torch.rand(40, 2).tolist(), [0, 1] * 20
     aug = dict(shift=1, noise=0.3)
-    a, b = (pgdl.augment_robustness(context(net, x, y, augmentation=aug, seed=s)) for s in (0, 0))
+    a, b = (pgdl.augment_robustness(context(net, x=x, y=y, augmentation=aug, seed=s)) for s in (0, 0))
     assert a == b and a > 0
 
 
@@ -222,7 +211,7 @@ def test_vpm_is_seeded_and_in_range():
     torch.manual_seed(0)
     net = build_model("mlp", dict(in_shape=[6], num_classes=2, width=8, depth=2)).eval()
     x, y = torch.randn(60, 6), torch.arange(60) % 2
-    values = [pgdl.vpm(context(net, x, y, seed=s)) for s in (0, 0, 1)]
+    values = [pgdl.vpm(context(net, x=x, y=y, seed=s)) for s in (0, 0, 1)]
     assert values[0] == values[1]
     assert all(0 <= v <= 1000 for v in values)
     assert values[0] != values[2]

@@ -1,35 +1,30 @@
 """Margin measures against values computed by hand on tiny networks, and the one-pass trick against a loop."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
 
 from genbench.measures import margin as M
 from genbench.measures import output as O
-from genbench.measures.context import MeasureContext, TrainingSet
+from genbench.measures.context import TrainingSet
 from genbench.measures.weights import rescale_relu_pair
 from genbench.models import build_model
+from helpers import hand_mlp, measure_context
 
 
 def _linear_net() -> torch.nn.Module:
     """A 2-3-3 MLP whose hidden pre-activations are positive on the points used: logits = W2 (W1 x + b1)."""
-    net = build_model("mlp", dict(in_shape=[2], num_classes=3, width=3, depth=1))
-    with torch.no_grad():
-        net.blocks[0].fc.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]))
-        net.blocks[0].fc.bias.copy_(torch.tensor([1.0, 1.0, 1.0]))
-        net.head.weight.copy_(torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]))
-        net.head.bias.zero_()
-    return net.eval()
+    return hand_mlp([[[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]],
+                    [(1.0, 1.0, 1.0), None])
 
 
 X = torch.tensor([[3.0, 0.5], [0.5, 2.0], [1.0, 1.0], [2.0, 0.0]])
 Y = torch.tensor([0, 1, 1, 0])
-
-
-def _ctx(net, x=X, y=Y, needs=("train_data",)) -> MeasureContext:
-    return MeasureContext(model=net, probe_layers=net.probe_layers(), measure="margin.test", needs=needs,
-                          train=TrainingSet(x, y, num_classes=int(y.max()) + 1 if len(y) > 4 else 3))
+TRAIN = TrainingSet(X, Y, num_classes=3)   # the classes of _linear_net; other data sets: the largest label + 1
+context = partial(measure_context, measure="margin.test", needs=("train_data",))
 
 
 def _hand_margins():
@@ -94,7 +89,7 @@ def test_moment_signature_by_hand():
 def test_qrt_signatures_use_normalised_positive_margins():
     net = _linear_net()
     d_in, d_h, tv_in, tv_h, _, _ = _hand_margins()
-    ctx = _ctx(net)
+    ctx = context(net, TRAIN)
     # one hidden layer: the three fixed relative depths 1/3, 2/3 and 1 all read it
     sig = M.qrt_log(ctx).reshape(4, 5)
     np.testing.assert_allclose(sig[0], M.quartile_signature(d_in / np.sqrt(tv_in)), rtol=1e-6)
@@ -113,7 +108,7 @@ def test_signatures_have_one_length_whatever_the_depth(depth, hidden):
     torch.manual_seed(depth)
     net = build_model("mlp", dict(in_shape=[12], num_classes=5, width=16, depth=depth)).eval()
     x, y = torch.randn(40, 12), torch.randint(0, 5, (40,))
-    ctx = _ctx(net, x, y)
+    ctx = context(net, x=x, y=y)
     probes = [f"blocks.{i}.fc" for i in range(depth)]
     every = M.compute_margins(net, ["input", *probes], iter([(x, y)])).normalized()
     expected = [M.quartile_signature(every[0]), *(M.quartile_signature(every[1 + i]) for i in hidden)]
@@ -189,9 +184,9 @@ def test_normalised_signatures_survive_relu_rescaling_and_unnormalised_do_not():
     x = torch.randn(200, 8)
     y = net(x).argmax(1)  # every point correctly classified
     scaled = rescale_relu_pair(net, 5.0)
-    a, b = M.qrt_log(_ctx(net, x, y)), M.qrt_log(_ctx(scaled, x, y))
+    a, b = M.qrt_log(context(net, x=x, y=y)), M.qrt_log(context(scaled, x=x, y=y))
     np.testing.assert_allclose(a, b, rtol=1e-4)
-    ua, ub = M.qrt_log_unnorm(_ctx(net, x, y)), M.qrt_log_unnorm(_ctx(scaled, x, y))
+    ua, ub = M.qrt_log_unnorm(context(net, x=x, y=y)), M.qrt_log_unnorm(context(scaled, x=x, y=y))
     assert not np.allclose(ua, ub, rtol=1e-2)
 
 
@@ -200,7 +195,7 @@ def test_jacobian_margin_of_a_linear_network():
     W = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]) @ np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
     _, _, _, _, out, _ = _hand_margins()
     expected = out / (np.sqrt(2) * np.linalg.norm(W, 2))
-    np.testing.assert_allclose(M.jacobian_log(_ctx(net)), M.quartile_signature(expected), rtol=1e-6)
+    np.testing.assert_allclose(M.jacobian_log(context(net, TRAIN)), M.quartile_signature(expected), rtol=1e-6)
 
 
 def test_spectral_complexity_and_spectral_margin_by_hand():
@@ -213,13 +208,13 @@ def test_spectral_complexity_and_spectral_margin_by_hand():
     assert M.spectral_complexity(net) == pytest.approx(r, rel=1e-9)
     _, _, _, _, out, _ = _hand_margins()
     scale = r * np.linalg.norm(X.numpy()) / len(X)
-    np.testing.assert_allclose(M.spectral_log(_ctx(net)), M.quartile_signature(out / scale), rtol=1e-6)
+    np.testing.assert_allclose(M.spectral_log(context(net, TRAIN)), M.quartile_signature(out / scale), rtol=1e-6)
 
 
 def test_output_measures_by_hand():
     net = _linear_net()
     _, _, _, _, out, F = _hand_margins()
-    ctx = _ctx(net)
+    ctx = context(net, TRAIN)
     assert O.margin_inv(ctx) == pytest.approx(1 / np.quantile(out, 0.1) ** 2, rel=1e-6)
     p = np.exp(F - F.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
@@ -228,11 +223,11 @@ def test_output_measures_by_hand():
 
 def test_undeclared_needs_are_refused():
     net = _linear_net()
-    ctx = _ctx(net, needs=())
+    ctx = context(net, TRAIN, needs=())
     with pytest.raises(ValueError, match="did not declare"):
         M.qrt_log(ctx)
     with pytest.raises(ValueError, match="init_weights"):
-        _ = _ctx(net).init_model
+        _ = context(net, TRAIN).init_model
 
 
 def test_points_flat_at_a_layer_are_left_out_there():
@@ -241,6 +236,7 @@ def test_points_flat_at_a_layer_are_left_out_there():
     y = torch.cat([Y, torch.tensor([0])])
     m = M.compute_margins(net, net.probe_layers(), iter([(x, y)]))
     assert np.isnan(m.distance[:, -1]).all() and np.isfinite(m.distance[:, :-1]).all()
-    np.testing.assert_allclose(M.qrt_log_unnorm(_ctx(net, x, y)), M.qrt_log_unnorm(_ctx(net)), rtol=1e-6)
-    lm = M.lm_linear(_ctx(net, x, y))
+    np.testing.assert_allclose(M.qrt_log_unnorm(context(net, x=x, y=y)), M.qrt_log_unnorm(context(net, TRAIN)),
+                               rtol=1e-6)
+    lm = M.lm_linear(context(net, x=x, y=y))
     assert np.isfinite(lm).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -16,10 +17,11 @@ from genbench.errors import GenbenchError
 from genbench.harness import check_measure
 from genbench.harness.evaluate import run_measure
 from genbench.measures import marginal as ml
-from genbench.measures.context import MeasureContext, TrainingSet
+from genbench.measures.context import TrainingSet
 from genbench.measures.registry import get_measure
 from genbench.models import build_model
 from genbench.models.mlp import MLP
+from helpers import measure_context
 
 NAME = "pacbayes.marginal_likelihood"
 
@@ -219,9 +221,7 @@ def digits_like(n: int = 120, seed: int = 0) -> TrainingSet:
     return TrainingSet(x, y, num_classes=10)
 
 
-def context(model, train: TrainingSet) -> MeasureContext:
-    return MeasureContext(model=model, probe_layers=model.probe_layers(), measure=NAME, needs=("train_data",),
-                          train=train)
+context = partial(measure_context, measure=NAME, needs=("train_data",))
 
 
 def test_measure_depends_on_architecture_and_data_only(monkeypatch):

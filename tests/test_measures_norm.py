@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from genbench.measures.context import MeasureContext, TrainingSet
 from genbench.measures.registry import _MEASURES
 from genbench.measures.weights import batchnorm_folded, fold_batchnorm
 from genbench.models.mlp import MLP
+from helpers import hand_mlp, measure_context
 
 W1 = [[1.0, 2.0], [0.0, 3.0]]   # ||W1||_F^2 = 14, ||W1||_2^2 = 7 + 2 sqrt(10)
 W2 = [[1.0, 1.0], [2.0, -1.0]]  # ||W2||_F^2 = 7,  ||W2||_2^2 = (7 + sqrt(13)) / 2
@@ -22,15 +24,9 @@ SPEC1, SPEC2 = 7 + 2 * math.sqrt(10), (7 + math.sqrt(13)) / 2
 GAMMA = 1.9  # 10th percentile (linear interpolation) of the margins 1, 2, ..., 10
 
 
-def tiny_net(w1=W1, w2=W2, b1=(0.0, 0.0), b2=(0.0, 0.0), batchnorm: bool = False) -> MLP:
-    """input 2 -> Linear(2, 2) [-> BN] -> ReLU -> Linear(2, 2), with the given weights."""
-    net = MLP(in_shape=[2], num_classes=2, width=2, depth=1, batchnorm=batchnorm)
-    with torch.no_grad():
-        net.blocks[0].fc.weight.copy_(torch.tensor(w1))
-        net.blocks[0].fc.bias.copy_(torch.tensor(b1))
-        net.head.weight.copy_(torch.tensor(w2))
-        net.head.bias.copy_(torch.tensor(b2))
-    return net.eval()
+# the tiny net: input 2 -> Linear(2, 2) [-> BN] -> ReLU -> Linear(2, 2), weights W1, W2, biases zero unless given;
+# its init for the distance measures: W1_0 = [[1, 2], [0, 0]], b1_0 = (4, 4), W2_0 = 0
+INIT_WEIGHTS = [[[1.0, 2.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]]
 
 
 def margin_data() -> TrainingSet:
@@ -39,15 +35,12 @@ def margin_data() -> TrainingSet:
     return TrainingSet(torch.stack([t, torch.zeros(10)], 1), torch.ones(10, dtype=torch.long), num_classes=2)
 
 
-def make_ctx(net: nn.Module, train: TrainingSet | None = None, init: nn.Module | None = None,
-             needs=("train_data", "init_weights"), seed: int = 0, measure: str = "norm.x") -> MeasureContext:
-    return MeasureContext(model=net, probe_layers=net.probe_layers(), measure=measure, needs=needs, seed=seed,
-                          train=train if train is not None else margin_data(), init_model=init)
+context = partial(measure_context, measure="norm.x", needs=("train_data", "init_weights"))
 
 
 # --- norms --------------------------------------------------------------------------------------------
 def test_frobenius_and_spectral_norms_match_hand_values():
-    ctx = make_ctx(tiny_net())
+    ctx = context(hand_mlp([W1, W2]), margin_data())
     assert norm.fro_prod(ctx) == pytest.approx(math.log(14 * 7))
     assert norm.fro_sum(ctx) == pytest.approx(math.log(2 * math.sqrt(14 * 7)))
     assert norm.spec_prod(ctx) == pytest.approx(math.log(SPEC1 * SPEC2))
@@ -56,12 +49,12 @@ def test_frobenius_and_spectral_norms_match_hand_values():
 
 
 def test_biases_do_not_enter_the_weight_norms():
-    assert norm.param(make_ctx(tiny_net(b1=(5.0, -5.0), b2=(3.0, 1.0)))) == pytest.approx(21.0)
+    assert norm.param(context(hand_mlp([W1, W2], [(5.0, -5.0), (3.0, 1.0)]), margin_data())) == pytest.approx(21.0)
 
 
 def bn_net() -> MLP:
     """The tiny net with a BatchNorm (eps 0) whose fold scales the rows by (2, 0.5) and shifts by (-1, 1.5)."""
-    net = tiny_net(batchnorm=True)
+    net = hand_mlp([W1, W2], batchnorm=True)
     bn = net.blocks[0].bn
     bn.eps = 0.0
     with torch.no_grad():
@@ -74,7 +67,7 @@ def bn_net() -> MLP:
 
 def test_norms_fold_batchnorm_first():
     # folded W1 = [[2, 4], [0, 1.5]]: ||.||_F^2 = 22.25; W^T W = [[4, 8], [8, 18.25]] has trace 22.25, det 9
-    ctx = make_ctx(bn_net())
+    ctx = context(bn_net(), margin_data())
     spec1 = (22.25 + math.sqrt(22.25 ** 2 - 36)) / 2
     assert norm.param(ctx) == pytest.approx(22.25 + 7)
     assert norm.fro_prod(ctx) == pytest.approx(math.log(22.25 * 7))
@@ -101,8 +94,8 @@ def test_batchnorm_folded_in_place_computes_the_same_function_and_puts_everythin
 
 
 def test_params_counts_the_weights_only_as_the_reference_code_does():
-    assert norm.params(make_ctx(tiny_net())) == 8             # W1 and W2; biases are not counted
-    assert norm.params(make_ctx(bn_net())) == 8               # BN scale and shift fold into W1: no count either
+    assert norm.params(context(hand_mlp([W1, W2]), margin_data())) == 8   # W1 and W2; biases are not counted
+    assert norm.params(context(bn_net(), margin_data())) == 8    # BN scale and shift fold into W1: no count either
     conv = nn.Sequential(nn.Conv1d(3, 4, 5), nn.BatchNorm1d(4), nn.ReLU(), nn.Flatten(), nn.Linear(8, 2))
     ctx = MeasureContext(model=conv, probe_layers=[], needs=())
     assert norm.params(ctx) == 3 * 4 * 5 + 8 * 2
@@ -110,14 +103,14 @@ def test_params_counts_the_weights_only_as_the_reference_code_does():
 
 def test_path_norm_sums_squared_weights_over_paths():
     # hidden: rows of W1^2 sum to (5, 9), plus b1^2 = (1, 1) -> (6, 10); out: W2^2 (6, 10) + b2^2 = (16.25, 34)
-    ctx = make_ctx(tiny_net(b1=(1.0, -1.0), b2=(0.5, 0.0)))
+    ctx = context(hand_mlp([W1, W2], [(1.0, -1.0), (0.5, 0.0)]), margin_data())
     assert norm.path(ctx) == pytest.approx(16.25 + 34)
-    assert norm.path(make_ctx(tiny_net())) == pytest.approx(14 + 29)
+    assert norm.path(context(hand_mlp([W1, W2]), margin_data())) == pytest.approx(14 + 29)
 
 
 def test_path_norm_uses_the_folded_batchnorm():
     # folded: W1^2 rows (20, 2.25) + b1^2 (1, 2.25) = (21, 4.5); W2^2 = [[1, 1], [4, 1]] -> 25.5 + 88.5
-    assert norm.path(make_ctx(bn_net())) == pytest.approx(114.0)
+    assert norm.path(context(bn_net(), margin_data())) == pytest.approx(114.0)
 
 
 def test_path_norm_squares_an_unfolded_batchnorm_as_an_affine_map():
@@ -136,7 +129,7 @@ def test_path_norm_squares_an_unfolded_batchnorm_as_an_affine_map():
 
 
 def test_margin_forms_divide_by_gamma_squared():
-    ctx = make_ctx(tiny_net())
+    ctx = context(hand_mlp([W1, W2]), margin_data())
     assert norm.log_gamma_sq(ctx) == pytest.approx(2 * math.log(GAMMA))
     assert norm.fro_prod_margin(ctx) == pytest.approx(math.log(14 * 7 / GAMMA ** 2))
     assert norm.spec_orig_margin(ctx) == pytest.approx(
@@ -146,8 +139,8 @@ def test_margin_forms_divide_by_gamma_squared():
 
 def test_distance_from_init_matches_hand_values():
     # W1 - W1_0 = [[0, 0], [0, 3]] (F^2 = spec^2 = 9); W2_0 = 0 so W2 - W2_0 = W2
-    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
-    ctx = make_ctx(tiny_net(), init=init)
+    init = hand_mlp(INIT_WEIGHTS, [(4.0, 4.0), None])
+    ctx = context(hand_mlp([W1, W2]), margin_data(), init=init)
     assert norm.dist_fro(ctx) == pytest.approx(9 + 7)
     assert norm.dist_spec(ctx) == pytest.approx(9 + SPEC2)
     assert norm.spec_init_margin(ctx) == pytest.approx(
@@ -158,19 +151,19 @@ def test_distance_from_init_folds_the_init_batchnorm_too():
     init = bn_net()
     with torch.no_grad():
         init.blocks[0].bn.weight.copy_(torch.tensor([1.0, 1.0]))   # folded init W1 = [[1, 2], [0, 1.5]]
-    ctx = make_ctx(bn_net(), init=init)
+    ctx = context(bn_net(), margin_data(), init=init)
     assert norm.dist_fro(ctx) == pytest.approx(1 + 4 + 0)          # [[1, 2], [0, 0]]; heads are equal
     assert norm.dist_spec(ctx) == pytest.approx(5.0)
 
 
 def test_init_measures_need_init_weights_declared():
-    ctx = make_ctx(tiny_net(), init=tiny_net(), needs=("train_data",))
+    ctx = context(hand_mlp([W1, W2]), margin_data(), init=hand_mlp([W1, W2]), needs=("train_data",))
     with pytest.raises(GenbenchError, match="init_weights"):
         norm.dist_fro(ctx)
 
 
 def test_norms_are_computed_once_per_model():
-    ctx = make_ctx(tiny_net())
+    ctx = context(hand_mlp([W1, W2]), margin_data())
     norm.fro_prod(ctx)
     with torch.no_grad():
         ctx.model.head.weight.mul_(10)  # a fresh model would change; the memo keeps the first folding
@@ -251,24 +244,20 @@ def blob_data(n: int = 400, seed: int = 0) -> TrainingSet:
 
 def linear_net(scale: float = 1.0) -> MLP:
     """A linear classifier (depth 0) that labels blob_data perfectly, its weights multiplied by `scale`."""
-    net = MLP(in_shape=[2], num_classes=2, width=2, depth=0)
-    with torch.no_grad():
-        net.head.weight.copy_(scale * torch.tensor([[-1.0, 1.0], [1.0, -1.0]]))
-        net.head.bias.zero_()
-    return net.eval()
+    return hand_mlp([[[-scale, scale], [scale, -scale]]])
 
 
 def searched_sigma(net: nn.Module, data: TrainingSet, magnitude: bool = False, seed: int = 0) -> float:
-    ctx = make_ctx(net, data, seed=seed)
+    ctx = context(net, data, seed=seed)
     key = "pacbayes.mag_sigma" if magnitude else "pacbayes.sigma"
     x, y = ctx.subsample(pb.SUBSAMPLE)
     return pb.pacbayes_sigma(fold_batchnorm(net), x, y, pb.noise_generator(ctx, key), magnitude=magnitude)
 
 
 def test_pacbayes_formulas_given_the_searched_sigma():
-    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
-    net, data = tiny_net(b1=(1.0, 0.0), b2=(0.0, 2.0)), blob_data()
-    ctx = make_ctx(net, data, init=init)
+    init = hand_mlp(INIT_WEIGHTS, [(4.0, 4.0), None])
+    net, data = hand_mlp([W1, W2], [(1.0, 0.0), (0.0, 2.0)]), blob_data()
+    ctx = context(net, data, init=init)
     s = searched_sigma(net, data)
     # weights only, biases left out: ||w||^2 = 14 + 7; ||w - w0||^2 = 9 + 7
     assert pb.orig(ctx) == pytest.approx(21 / (4 * s ** 2) + math.log(400 / s) + 10)
@@ -277,9 +266,9 @@ def test_pacbayes_formulas_given_the_searched_sigma():
 
 
 def test_magnitude_aware_formulas_given_the_searched_sigma():
-    init = tiny_net(w1=[[1.0, 2.0], [0.0, 0.0]], w2=[[0.0, 0.0], [0.0, 0.0]], b1=(4.0, 4.0))
-    net, data = tiny_net(b1=(1.0, 0.0), b2=(0.0, 2.0)), blob_data()
-    ctx = make_ctx(net, data, init=init)
+    init = hand_mlp(INIT_WEIGHTS, [(4.0, 4.0), None])
+    net, data = hand_mlp([W1, W2], [(1.0, 0.0), (0.0, 2.0)]), blob_data()
+    ctx = context(net, data, init=init)
     s = searched_sigma(net, data, magnitude=True)
     eps2 = pb.EPS_MAG ** 2
 
@@ -364,7 +353,7 @@ def test_ascent_finds_a_worse_loss_than_random_points_in_the_box():
 
 def test_sharpness_alpha_is_deterministic_and_within_the_gaussian_sigma():
     net, data = trained_mlp()
-    ctx1, ctx2 = make_ctx(net, data, measure="sharpness.flatness"), make_ctx(net, data, measure="other")
+    ctx1, ctx2 = context(net, data, measure="sharpness.flatness"), context(net, data, measure="other")
     value = pb.sharpness_flatness(ctx1)
     assert value == pb.sharpness_flatness(ctx2)
     alpha = 1 / math.sqrt(value)
@@ -382,7 +371,7 @@ def test_the_sharpness_search_stops_ascents_early_without_changing_alpha(monkeyp
     """An ascent whose accuracy already fell past target + tolerance cannot change the search's next step, so
     it stops; the alpha found is bit-identical to the one found with every ascent run to the end."""
     net, data = trained_mlp()
-    ctx = make_ctx(net, data)
+    ctx = context(net, data)
     x, y = ctx.subsample(pb.SUBSAMPLE)
     folded = fold_batchnorm(net)
     calls = {"n": 0}

@@ -1,4 +1,4 @@
-"""The sandbox holds: each escape a hostile submitter tried (issue 15) is planted as a measure.py and shown
+"""The sandbox holds: each escape a hostile submitter tried is planted as a measure.py and shown
 contained, with a readable failure record or an unaffected score, and every other file unchanged.
 
 The submitted code runs under bubblewrap and only computes values; the parent scores, audits and writes. These
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from genbench.errors import GenbenchError
-from genbench.submit import api, submit, supervise, verify_submission
-from genbench.submit.events import Protocol, ProtocolError
-from genbench.submit.sandbox import PASSED_ENV, sandbox_problem, scrubbed_env
+from genbench.entries.submit import api, submit, supervise, verify_submission
+from genbench.entries.submit.events import Protocol, ProtocolError
+from genbench.entries.submit.sandbox import PASSED_ENV, sandbox_problem, scrubbed_env
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = dict(audit_zoo=None, n_boot=20, budget_s=30, device="cpu")
@@ -96,26 +96,40 @@ def alive(marker: str) -> list[int]:
 
 
 def test_the_channel_takes_the_workers_messages_in_order_and_nothing_else():
-    p = Protocol(2)
+    p = Protocol()
     meta = {"kind": "scalar", "needs": [], "invariances": [], "transform": "select", "higher_means": None,
             "version": 1, "citation": "", "doc": "", "registered": ["a.b"]}
-    lines = [{"stage": "importing measure.py"}, {"ready": meta}, {"task": 0, "value": [1.5], "shape": [],
-                                                                  "seconds": 0.1},
-             {"task": 1, "raised": ["ValueError", "bad"], "seconds": 0.0}, {"done": True}]
-    assert [p.feed((json.dumps(x) + "\n").encode()) for x in lines] == ["importing", "ready", "task", "task", "done"]
+    feed = lambda x: p.feed((json.dumps(x) + "\n").encode())  # noqa: E731
+    assert [feed(x) for x in ({"stage": "importing measure.py"}, {"ready": meta})] == ["importing", "ready"]
+    p.ask(), p.ask()
+    assert feed({"task": 0, "value": [1.5], "shape": [], "seconds": 0.1}) == "task"
+    assert feed({"task": 1, "raised": ["ValueError", "bad"], "seconds": 0.0}) == "task"
+    p.end()
+    assert feed({"done": True}) == "done"
     assert p.results[0] == {"value": [1.5], "shape": [], "seconds": 0.1}
     bad = [b'@@genbench {"call": "end"}\n', b'{"done": true}\n', b'{"task": 1, "value": [1], "shape": [], '
            b'"seconds": 0}\n', b'{"task": 0, "value": [1, 2], "shape": [], "seconds": 0}\n',
            b'{"task": 0, "value": [1' + b"0" * 400 + b'], "shape": [], "seconds": 0}\n',
            b'{"task": 0, "value": [1], "shape": [], "seconds": -1}\n', b'{"task": 0, "raised": ["a b", "x"], '
-           b'"seconds": 0}\n', b'{"task": 0}', b"[" * 100000 + b"\n"]
+           b'"seconds": 0}\n', b'{"task": 0}', b"[" * 100000 + b"\n", b'{"task": 0, "skipped": true}\n']
     for line in bad:
-        p = Protocol(2)
+        p = Protocol()
         p.feed(b'{"stage": "importing measure.py"}\n')
         p.feed((json.dumps({"ready": meta}) + "\n").encode())
+        p.ask(), p.ask()
         with pytest.raises(ProtocolError):
             p.feed(line)
-    p = Protocol(1)
+    p = Protocol()  # a result nobody asked for, and 'done' before the parent ended the run
+    p.feed(b'{"stage": "importing measure.py"}\n')
+    p.feed((json.dumps({"ready": meta}) + "\n").encode())
+    with pytest.raises(ProtocolError, match="not asked for"):
+        p.feed(b'{"task": 0, "value": [1], "shape": [], "seconds": 0}\n')
+    p = Protocol()
+    p.feed(b'{"stage": "importing measure.py"}\n')
+    p.feed((json.dumps({"ready": meta}) + "\n").encode())
+    with pytest.raises(ProtocolError, match="before the run ended"):
+        p.feed(b'{"done": true}\n')
+    p = Protocol()
     p.feed(b'{"stage": "importing measure.py"}\n')
     with pytest.raises(ProtocolError, match="kind"):
         p.feed((json.dumps({"ready": {**meta, "kind": "vector"}}) + "\n").encode())
@@ -124,27 +138,31 @@ def test_the_channel_takes_the_workers_messages_in_order_and_nothing_else():
 def test_the_job_folder_holds_checkpoints_and_training_sets_only(tmp_path, digits_zoo):
     from safetensors.torch import load_file
 
-    from genbench.submit.job import export_job, plan_tasks
-    tasks, n_check = plan_tasks("a.b", [digits_zoo], check_models=2, budget_s=1.0, audit_zoo=None)
-    assert n_check == 4 and len(tasks) == 4 + len(digits_zoo)
-    export_job(tmp_path / "job", tasks, entry="a.b", measure_file="/m.py", device="cpu", memory_bytes=1 << 30)
+    from genbench.entries.submit.job import JobFolder
+    job = JobFolder(tmp_path / "job", entry="a.b", measure_file="/m.py", device="cpu", memory_bytes=1 << 30)
+    assert sorted(p.name for p in (tmp_path / "job").rglob("*")) == ["job.json"]  # nothing until asked for
+    specs = [job.model(digits_zoo, mid) for mid in digits_zoo.model_ids]
+    assert job.model(digits_zoo, digits_zoo.model_ids[0]) is specs[0]  # exported once
     names = sorted(p.name for p in (tmp_path / "job").rglob("*") if p.is_file())
-    assert names == sorted(["job.json", "train.safetensors"]
+    trains = sorted({s["train"]["file"] for s in specs})
+    assert names == sorted(["job.json", *trains]
                            + [f"m{j}{s}.safetensors" for j in range(len(digits_zoo)) for s in ("", ".init")])
-    text = (tmp_path / "job" / "job.json").read_text()
+    text = (tmp_path / "job" / "job.json").read_text() + json.dumps(specs)
     assert "gap" not in text and "test" not in text and digits_zoo.model_ids[0] not in text
+    assert digits_zoo.name not in text
     pool = digits_zoo.pool
-    for t in load_file(str(tmp_path / "job" / "z0" / "train.safetensors")).values():
-        assert t.shape[0] <= len(pool.x_train)
-        assert not (t.shape == pool.x_test.shape and t.float().allclose(pool.x_test))
-        assert not (t.shape == pool.y_test.shape and t.equal(pool.y_test))
+    for name in trains:
+        for t in load_file(str(tmp_path / "job" / "z0" / name)).values():
+            assert t.shape[0] <= len(pool.x_train)
+            assert not (t.shape == pool.x_test.shape and t.float().allclose(pool.x_test))
+            assert not (t.shape == pool.y_test.shape and t.equal(pool.y_test))
 
 
 def test_the_parents_record_equals_the_in_process_harnesss(tmp_path, digits_zoo):
-    """Values computed in the sandbox and replayed to the parent's harness give the record the harness makes with
-    the measure imported in its own process: scores, per-model values, the conformance suite and the audit (its
-    values and its rescaling control come from the sandbox too)."""
-    from genbench.leaderboard.records import run_entry
+    """Values the parent's harness asked of the sandbox give the record the harness makes with the measure imported
+    in its own process: scores, per-model values, the conformance suite and the audit (its values and its
+    rescaling control come from the sandbox too)."""
+    from genbench.entries.run import run_entry
     from genbench.measures.files import import_measure_file
     from genbench.measures.registry import unregister_measure
     body = """
@@ -235,7 +253,7 @@ def test_the_test_split_and_the_gaps_are_out_of_reach(tmp_path, home, digits_zoo
 def test_monkeypatching_the_scorer_changes_no_number(tmp_path, digits_zoo):
     clean = run(make_sub(tmp_path / "subs", "clean", ""), tmp_path / "r")
     patched = run(make_sub(tmp_path / "subs", "patched", """
-        import genbench.scoring, genbench.scoring.scores, genbench.leaderboard.records as records
+        import genbench.scoring, genbench.scoring.scores, genbench.entries.run as records
         from genbench.scoring.scores import Scores
 
         def fake(*args, **kwargs):
@@ -448,6 +466,7 @@ def test_submit_refuses_to_run_unsandboxed_unless_asked(tmp_path, digits_zoo, mo
 
 
 def test_verify_refuses_names_that_are_paths_and_runs_nothing(tmp_path, digits_zoo, monkeypatch):
+    from genbench.entries.verify import verify_record
     monkeypatch.setattr(api, "run_submission", lambda *a, **k: pytest.fail("verify ran a submission"))
     rec = {"schema": 2, "name": "../../etc", "measure": "x.y", "builtin": False, "status": "ok",
            "submission": {"path": "/tmp"}, "zoo": {"name": "digits-mlp", "table_sha256": digits_zoo.table_sha256},
@@ -463,9 +482,8 @@ def test_verify_refuses_names_that_are_paths_and_runs_nothing(tmp_path, digits_z
         path.write_text(json.dumps({**rec, "name": name, "zoo": {**rec["zoo"], "name": zoo}}))
         v = verify_submission(path, submissions=tmp_path / "subs", device="cpu")
         assert not v.ok and message in " ".join(v.problems), v.problems
-    from genbench.leaderboard.verify import verify_record
-    v = verify_record(path)  # without the sandbox's re-run: refused, never imported in-process
-    assert not v.ok and "never runs submitted code" in v.problems[0]
+        v = verify_record(path, submissions=tmp_path / "subs", device="cpu")  # the same path: no other way in
+        assert not v.ok and message in " ".join(v.problems), v.problems
 
 
 # ---------------------------------------------------------------- the slowest (about 40 s): -k "not TestSlow"
@@ -478,7 +496,7 @@ class TestSlow:
     def test_the_memory_cap_covers_setsid_grandchildren(self, tmp_path, digits_zoo, monkeypatch, fallback):
         """With a memory cgroup the kernel ends the hog; with the fallback (forced here) the parent's watch of the
         whole sandbox's resident memory ends the run."""
-        from genbench.submit.sandbox import MemoryLimit
+        from genbench.entries.submit.sandbox import MemoryLimit
         if fallback:
             monkeypatch.setattr(api, "memory_limit", lambda limit: MemoryLimit("rlimit", limit))
         folder = make_sub(tmp_path / "subs", "hog", """
@@ -521,7 +539,7 @@ class TestSlow:
             while alive(marker) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert not alive(marker)
-            from genbench.submit.sandbox import scratch_dir
+            from genbench.entries.submit.sandbox import scratch_dir
             for kind in ("submit", "home"):  # what the killed run left in the temp dir goes with the next run
                 scratch_dir(kind).rmdir()
                 assert not list(Path(tempfile.gettempdir()).glob(f"genbench-{kind}-{proc.pid}-*"))

@@ -384,7 +384,7 @@ def test_every_entry_is_judged_on_the_same_resamples_whether_scored_together_or_
 def test_a_value_table_without_some_models_is_resampled_on_the_zoos_matrix(zoo):
     """Was a bug: the resample matrix is drawn for len(values) models, not for the zoo's models, so a value table that
     lacks a model's row gets other resamples than one whose row for that model is NaN, though both score the same 71
-    models with the same numbers. DESIGN section 6: the resamples are "a function of the zoo's table hash and the
+    models with the same numbers. The resamples must be "a function of the zoo's table hash and the
     seed"."""
     y = gap_of(zoo)
     x = y + 0.02 * np.random.default_rng(1).normal(size=len(y))
@@ -651,7 +651,7 @@ def test_demogen_table_keeps_the_papers_per_fold_mean_beside_the_pooled_score(zo
     mu = y + 0.03 * rng.normal(size=len(y))
     vals = values_of(zoo, mu, name="margin.qrt_log")
     s = score(vals, zoo, n_boot=N_BOOT)
-    table = demogen_table(s, 1)
+    table = demogen_table(s.items, 1)
     assert "kfold_r2_folds" in table.columns and list(table["measure"])[0] == "margin.qrt_log"
     row = table.set_index("measure").loc["margin.qrt_log"]
     folds = [cross_val_score(LinearRegression(), mu[:, None], y, cv=KFold(10, shuffle=True, random_state=r),
@@ -662,10 +662,10 @@ def test_demogen_table_keeps_the_papers_per_fold_mean_beside_the_pooled_score(zo
     assert row["kfold_r2_lo"] == pytest.approx(s["margin.qrt_log"].intervals["kfold_r2"][0])
     others = table[table["measure"] != "margin.qrt_log"]
     assert others["kfold_r2_folds"].isna().all() and others["kfold_r2"].isna().all()
-    assert "kfold_r2_folds" in demogen_table(s, 4).columns
-    assert demogen_tables(s) is None  # not every measure of the tables was scored
+    assert "kfold_r2_folds" in demogen_table(s.items, 4).columns
+    assert demogen_tables(s.items) is None  # not every measure of the tables was scored
     full = Scores("z", "gap", {m: s["margin.qrt_log"] for m in DEMOGEN_MEASURES})
-    assert set(demogen_tables(full)) == {"Table 1", "Table 4"}
+    assert set(demogen_tables(full.items)) == {"Table 1", "Table 4"}
 
 
 # ---------------------------------------------------------------- records, bad input, transfer
@@ -751,3 +751,27 @@ def test_transfer_to_the_same_zoo_is_the_in_sample_fit_and_lengths_must_match(zo
     wide = values_of(zoo, np.stack([mu, mu], 1), kind="signature")
     with pytest.raises(gb.GenbenchError, match="same length"):
         transfer("test.m", (vals, zoo), (wide, zoo))
+
+
+# ---------------------------------------------------------------- the one list of scores
+
+
+def statistic_of(score_spec):
+    """The function a score's `statistic` names in scoring/regression.py or scoring/rank.py (None if none)."""
+    import genbench.scoring.rank as rank_module
+    import genbench.scoring.regression as regression_module
+    module, _, name = score_spec.statistic.partition(".")
+    home = {"regression": regression_module, "rank": rank_module}.get(module)
+    return getattr(home, name, None) if home else None
+
+
+def test_every_score_names_the_statistic_that_computes_it_and_the_views_read_the_list():
+    import dataclasses
+
+    from genbench.leaderboard.columns import HEADLINE, SHOWN, WITH_INTERVAL
+    from genbench.scoring.spec import SCORES
+    assert all(callable(statistic_of(s)) for s in SCORES), [s.name for s in SCORES if not statistic_of(s)]
+    planted = dataclasses.replace(SCORES[0], statistic="rank.no_such_statistic")
+    assert statistic_of(planted) is None
+    assert SHOWN == tuple(s.name for s in SCORES if s.shown) and "kfold_r2" in SHOWN
+    assert set(WITH_INTERVAL) <= set(SHOWN) and set(HEADLINE) <= set(SHOWN)

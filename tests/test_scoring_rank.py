@@ -464,7 +464,8 @@ def test_batched_weights_equal_loop_over_rows(grid):
         mu = g + np.random.default_rng(6).normal(0, 0.02, len(g))
     else:
         hp, mu, g = messy_grid(6)
-    w = R.bootstrap_weights(len(g), B=5, seed=1).astype(float)
+    n = len(g)
+    w = np.random.default_rng(1).multinomial(n, np.full(n, 1.0 / n), size=5).astype(float)  # 5 resamples
     w[1] = np.random.default_rng(7).random(len(g))  # non-integer multiplicities take the float64 path
     batched = _all_scores(mu, g, hp, w)
     rows = [_all_scores(mu, g, hp, w[b]) for b in range(len(w))]
@@ -476,19 +477,13 @@ def test_batched_weights_equal_loop_over_rows(grid):
 @pytest.mark.parametrize("block", [200, 40])
 def test_blocked_and_general_paths_agree(monkeypatch, block):
     hp, mu, g = messy_grid(8)
-    w = R.bootstrap_weights(len(g), B=4, seed=2)
+    n = len(g)
+    w = np.random.default_rng(2).multinomial(n, np.full(n, 1.0 / n), size=4)  # 4 bootstrap resamples (counts)
     want = _all_scores(mu, g, hp, w)
     monkeypatch.setattr(R, "_BLOCK", block)  # forces row blocks, resample chunks and the general path
     got = _all_scores(mu, g, hp, w)
     for key in want:
         assert np.allclose(got[key], want[key], atol=1e-10, equal_nan=True), key
-
-
-def test_bootstrap_weights_are_seeded_counts():
-    w = R.bootstrap_weights(30, B=7, seed=3)
-    assert w.shape == (7, 30) and (w.sum(1) == 30).all()
-    assert np.array_equal(w, R.bootstrap_weights(30, B=7, seed=3))
-    assert not np.array_equal(w, R.bootstrap_weights(30, B=7, seed=4))
 
 
 # ---------------------------------------------------------------- bad input

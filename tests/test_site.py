@@ -562,7 +562,8 @@ def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path:
     import pandas as pd
 
     from genbench.leaderboard.curves import curve_figure, gid
-    from genbench.scoring.audit import BASE, _compact, audit_table
+    from genbench.scoring.audit import BASE, audit_table
+    from genbench.scoring.audit_report import compact
 
     rng = np.random.default_rng(0)
     sizes, noise, arms = [100, 300, 1000], [0.0, 0.2], [BASE, "lr_x3", "batch_x2"]
@@ -573,7 +574,7 @@ def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path:
     parts = audit_table(t, axes=["train_size", "label_noise", "seed"])
     recs = make_records()
     rec = next(r for r in recs if r["name"] == "norm.path" and r["zoo"]["name"] == ZOO1)
-    rec["audit"] = {**rec["audit"], "measure": "norm.path", "form": parts["form"], "means": _compact(parts["means"])}
+    rec["audit"] = {**rec["audit"], "measure": "norm.path", "form": parts["form"], "means": compact(parts["means"])}
     out = write_site(recs, tmp_path / "html", title="test leaderboard").parent
     pages = {p: p.read_text() for p in (out / "entries").rglob("*.html")}
     with_plot = [p for p, text in pages.items() if 'id="learning-curves"' in text]

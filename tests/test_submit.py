@@ -14,10 +14,8 @@ from typer.testing import CliRunner
 
 from genbench.cli import app
 from genbench.errors import GenbenchError
-from genbench.measures import get_measure, register_measure
-from genbench.measures.registry import unregister_measure, wrap_measure
-from genbench.submit import load_submission, submit, supervise
-from genbench.submit.sandbox import sandbox_problem
+from genbench.entries.submit import load_submission, submit, supervise
+from genbench.entries.submit.sandbox import sandbox_problem
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "submissions" / "_template"
@@ -112,33 +110,6 @@ def test_the_workers_output_is_shown_never_parsed():
     supervise._pump(stream, tail, lambda text, kind: seen.append((kind, text)))
     assert list(tail) == ['progress 50%\r@@genbench {"call": "start"}', '@@genbench {"call": "end"}', "plain"]
     assert {kind for kind, _ in seen} == {"output"}
-
-
-def test_wrap_measure_puts_a_guard_around_every_call_and_keeps_the_metadata():
-    calls = []
-
-    @register_measure("wraptest.const", citation="c", version=3, higher_means="larger_gap")
-    def const(ctx):
-        return 1.0
-
-    def counting(fn):
-        def guarded(ctx):
-            calls.append(ctx)
-            return fn(ctx) + 1.0
-        return guarded
-
-    try:
-        before = get_measure("wraptest.const")
-        after = wrap_measure("wraptest.const", counting)
-        assert get_measure("wraptest.const") is after and after.fn is not const
-        assert after("ctx") == 2.0 and calls == ["ctx"]
-        keep = ("name", "kind", "needs", "citation", "version", "higher_means", "invariances", "transform", "doc",
-                "source_hash")
-        assert [getattr(after, k) for k in keep] == [getattr(before, k) for k in keep]
-        with pytest.raises(GenbenchError, match="unknown measure 'wraptest.cosnt'. Did you mean 'wraptest.const'"):
-            wrap_measure("wraptest.cosnt", counting)
-    finally:
-        unregister_measure("wraptest.const")
 
 
 def running_with(marker: str) -> list[int]:
@@ -381,8 +352,8 @@ def test_submit_writes_to_the_users_results_folder_never_the_shipped_one(tmp_pat
     rows = {line.split()[2]: line.split() for line in board.output.splitlines() if line[:2].strip().isdigit()}
     mine = rows["template.logit_margin"]  # an entry is named by its measure (its folder: the submission column)
     assert mine[:2] == ["1", "1"] and mine[3] == "*"  # ranked, marked local
-    from genbench.leaderboard.ranking import rank_records
-    from genbench.leaderboard.schema import load_records
+    from genbench.leaderboard.standings import rank_records
+    from genbench.record import load_records
     from genbench.leaderboard.export import entry_name
     shipped_names = {entry_name(r) for r in rank_records(load_records(shipped)) if r.rank is not None}  # no baselines
     assert shipped_names and shipped_names <= set(rows)  # beside every ranked shipped record, which is not marked
@@ -392,14 +363,14 @@ def test_submit_writes_to_the_users_results_folder_never_the_shipped_one(tmp_pat
 def test_a_partial_zoo_is_refused_before_the_worker_starts_and_marked_partial_when_allowed(home, tmp_path,
                                                                                            monkeypatch):
     import genbench as gb
-    from genbench.submit import api
+    from genbench.entries.submit import api
 
     partial = gb.build_zoo("digits-mlp", tmp_path / "partial", limit=12, progress=False)  # an interrupted build
     results = tmp_path / "r"
     args = ["submit", str(TEMPLATE), "--zoo", str(partial.root), "--results", str(results), "--no-audit",
             "--n-boot", "20", "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX]
-    real = api.run_worker
-    monkeypatch.setattr(api, "run_worker", lambda *a, **k: pytest.fail("the worker started on a partial zoo"))
+    real = api.Worker
+    monkeypatch.setattr(api, "Worker", lambda *a, **k: pytest.fail("the worker started on a partial zoo"))
     out = CliRunner().invoke(app, args)
     assert isinstance(out.exception, GenbenchError), out.output
     message = " ".join(str(out.exception).split())
@@ -408,7 +379,7 @@ def test_a_partial_zoo_is_refused_before_the_worker_starts_and_marked_partial_wh
     assert "(or pass --allow-partial to score it anyway" in message
     assert not results.exists()  # no failure record either: the user gets the error
 
-    monkeypatch.setattr(api, "run_worker", real)
+    monkeypatch.setattr(api, "Worker", real)
     out = CliRunner().invoke(app, [*args, "--allow-partial"])
     assert out.exit_code == 0, out.output
     flat = " ".join(out.output.split())

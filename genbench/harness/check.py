@@ -1,7 +1,7 @@
 """The conformance suite a measure must pass (like scikit-learn's estimator checks): it runs, is
 deterministic under a seed, finite, of a stable shape, within budget, and keeps its declared invariances.
 Test data is not this suite's business: a measure's context holds no test split, and a submitted measure runs
-in the sandbox (genbench/submit/sandbox.py), where the test split and the table of gaps are not there to read
+in the sandbox (genbench/entries/submit/sandbox.py), where the test split and the table of gaps are not there to read
 (tests/test_sandbox.py plants measures that try)."""
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from ..defaults import CHECK_ZOO, SEED
 from ..device import resolve_device
 from ..errors import GenbenchError
 from ..measures.registry import Measure, resolve_measures
-from ..measures.weights import rescale_relu_pair
 from ..zoo import build_zoo, load_zoo, local_zoos
-from .evaluate import evaluate_one, make_context, run_measure
+from .executor import Executor
 RESCALE_ALPHA = 3.0
 RTOL_DETERMINISM = 1e-6
 RTOL_INVARIANCE = 1e-3
@@ -58,8 +57,9 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
 
 
 def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, *, models: int = 2, seed: int = SEED,
-                  budget_s: float = 60.0, device: str | None = None) -> CheckReport:
-    """Run the conformance suite for one registered measure on the first `models` models of a small zoo."""
+                  budget_s: float = 60.0, device: str | None = None, executor: Executor | None = None) -> CheckReport:
+    """Run the conformance suite for one registered measure on the first `models` models of a small zoo, each call
+    made by `executor` (default: here)."""
     (m,) = resolve_measures(measure)
     if zoo is None:
         zoo = load_zoo(CHECK_ZOO) if CHECK_ZOO in local_zoos() else build_zoo(CHECK_ZOO, progress=False)
@@ -70,9 +70,13 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     if len(ids) < 2:
         raise GenbenchError(f"the conformance suite needs a zoo with at least 2 models; {zoo.name!r} has {len(ids)}")
     report = CheckReport(m.name)
+    run = executor or Executor()
 
-    runs = [evaluate_one(zoo, mid, [m], device=device, seed=seed, budget_s=budget_s)[m.name] for mid in ids]
-    again = evaluate_one(zoo, ids[0], [m], device=device, seed=seed, budget_s=budget_s)[m.name]
+    def call(mid: str, alpha: float | None = None) -> dict[str, Any]:
+        return run.run(zoo, mid, [m], device=device, seed=seed, budget_s=budget_s, alpha=alpha)[m.name]
+
+    runs = [call(mid) for mid in ids]
+    again = call(ids[0])
     errors = [f"{mid}: {r['error']}" for mid, r in zip(ids, runs) if r["error"]]
     report.add("runs, finite, right kind of output", not errors, "; ".join(errors))
     if errors:
@@ -85,11 +89,7 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     slowest = max(r["seconds"] for r in runs)
     report.add("within budget", slowest <= budget_s, f"slowest model {slowest:.2f} s of {budget_s:g} s")
     if "relu_rescale" in m.invariances:
-        model = zoo.load_model(ids[0], device=device)
-        ctx = make_context(m, model=rescale_relu_pair(model, RESCALE_ALPHA), train=zoo.training_set(ids[0]),
-                           init_model=lambda: zoo.load_model(ids[0], init=True, device=device), memo={},
-                           device=device, seed=seed, budget_s=budget_s)
-        scaled = run_measure(m, ctx)
+        scaled = call(ids[0], RESCALE_ALPHA)
         ok = scaled["error"] is None and _close(runs[0]["value"], scaled["value"], RTOL_INVARIANCE)
         report.add(f"invariant to rescaling a ReLU layer pair by {RESCALE_ALPHA:g} and 1/{RESCALE_ALPHA:g}", ok,
                    "" if ok else f"{runs[0]['value']} became {scaled['value'] if scaled['error'] is None else scaled['error']}")

@@ -14,12 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .. import remote
 from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
-from ..errors import GenbenchError, did_you_mean
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
 from ..numerics import pinned_threads
@@ -28,10 +26,9 @@ from ..zoo.data import TrainingSet
 from ..zoo.storage import Zoo, load_zoo, open_zoo_ref
 from .cache import ValueCache
 
-EXECUTORS = ("local", "ray")
 
 
-def _validate(m: Measure, out: Any) -> tuple[Any, str | None]:
+def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
     """The value as a float (scalar) or list (signature), or the reason it is not acceptable."""
     try:
         arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
@@ -52,7 +49,7 @@ def run_measure(m: Measure, ctx: MeasureContext) -> dict[str, Any]:
     start = time.perf_counter()
     value, error, cacheable = None, None, True
     try:
-        value, error = _validate(m, m(ctx))
+        value, error = validate_value(m, m(ctx))
     except BudgetExceeded as e:
         error, cacheable = f"over budget: {e}", False
     except Exception as e:  # a measure's bug must not stop the run: it becomes this model's failure
@@ -63,15 +60,34 @@ def run_measure(m: Measure, ctx: MeasureContext) -> dict[str, Any]:
     return {"value": value, "error": error, "seconds": seconds, "cache": cacheable}
 
 
-def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: str = "cpu", seed: int = SEED,
-                 budget_s: float | None = BUDGET_S) -> dict[str, dict[str, Any]]:
-    """All `measures` on one model, sharing one memo (e.g. one margin pass) between them."""
+def _load(zoo: Zoo, model_id: str, *, device: str = "cpu", alpha: float | None = None
+          ) -> tuple[torch.nn.Module | None, TrainingSet | None, str | None]:
+    """The model (rescaled by `alpha` around a ReLU when given) and its training set, or why they cannot be had."""
+    from ..measures.weights import rescale_relu_pair
+    what = f"load model {model_id!r}"
     try:
         model = zoo.load_model(model_id, device=device)
         train = zoo.training_set(model_id)
+        if alpha is not None:
+            what = f"rescale model {model_id!r} by {alpha:g} around a ReLU"
+            model = rescale_relu_pair(model, alpha)
     except Exception as e:
-        msg = f"could not load model {model_id!r}: {e}"
-        return {m.name: {"value": None, "error": msg, "seconds": 0.0, "cache": False} for m in measures}
+        return None, None, f"could not {what}: {e}"
+    return model, train, None
+
+
+def load_for_call(zoo: Zoo, model_id: str, *, alpha: float | None = None) -> str | None:
+    """Why a call on this model would fail before the measure runs (as evaluate_one says it), or None."""
+    return _load(zoo, model_id, alpha=alpha)[2]
+
+
+def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: str = "cpu", seed: int = SEED,
+                 budget_s: float | None = BUDGET_S, alpha: float | None = None) -> dict[str, dict[str, Any]]:
+    """All `measures` on one model, sharing one memo (e.g. one margin pass) between them; with `alpha`, on the
+    model rescaled by alpha and 1/alpha around a ReLU (the same function)."""
+    model, train, problem = _load(zoo, model_id, device=device, alpha=alpha)
+    if problem is not None:
+        return {m.name: {"value": None, "error": problem, "seconds": 0.0, "cache": False} for m in measures}
     memo: dict[Any, Any] = {}
     init: list[torch.nn.Module] = []
 
@@ -89,9 +105,10 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
 
 
 def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: ValueCache, *, device: str = "cpu",
-                    seed: int = SEED, budget_s: float | None = BUDGET_S) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The per-model task of every executor: cached entries read, the others computed and cached.
-    Returns the entries by measure name and the names computed now."""
+                    seed: int = SEED, budget_s: float | None = BUDGET_S, run: Any = None
+                    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The per-model task of every executor: cached entries read, the others computed (by `run`, an executor's,
+    default evaluate_one) and cached. Returns the entries by measure name and the names computed now."""
     sha = str(zoo.row(model_id)["checkpoint_sha256"])
     out: dict[str, dict[str, Any]] = {}
     todo = []
@@ -102,7 +119,7 @@ def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: Val
         else:
             out[m.name] = hit
     if todo:
-        entries = evaluate_one(zoo, model_id, todo, device=device, seed=seed, budget_s=budget_s)
+        entries = (run or evaluate_one)(zoo, model_id, todo, device=device, seed=seed, budget_s=budget_s)
         for m in todo:
             entry = entries[m.name]
             if entry.pop("cache"):
@@ -188,7 +205,7 @@ def evaluate_on_ray(zoo: Zoo, ids: list[str], measures: list[Measure], cache: Va
 
 
 @pinned_threads()  # values computed with the thread count records are made and verified with (genbench/numerics.py)
-def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: str = "local",
+def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, executor: Any = "local",
              models: str | Iterable[str] | None = None, *, seed: int = SEED,
              budget_s: float | None = BUDGET_S, cache: bool | str | Path = True,
              progress: bool = True, address: str | None = None) -> pd.DataFrame:
@@ -196,24 +213,18 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
 
     Returns one row per model with one column per scalar (or `name[i]` per signature component) and
     a `name:error` column holding each failure's reason (None when the value is good). `executor="ray"`
-    runs the per-model tasks on the Ray cluster at `address` (default: a running one, else a local one)."""
+    runs the per-model tasks on the Ray cluster at `address` (default: a running one, else a local one); an
+    Executor object (harness/executor.py) runs them where it says."""
+    from .executor import resolve_executor
     ms = resolve_measures(measures)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     device = resolve_device(device)
-    if executor not in EXECUTORS:
-        raise did_you_mean(executor, EXECUTORS, what="executor")
-    if address is not None and executor != "ray":
-        raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
+    runner = resolve_executor(executor, address)
     ids = zoo.select_models(models)
     vc = ValueCache(values_cache_dir() if cache is True else (cache or None))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     seconds: Counter[str] = Counter()
-    if executor == "ray":
-        done = evaluate_on_ray(zoo, ids, ms, vc, device=device, seed=seed, budget_s=budget_s, address=address,
-                               progress=progress)
-    else:
-        bar = tqdm(ids, desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
-        done = ((mid, *evaluate_cached(zoo, mid, ms, vc, device=device, seed=seed, budget_s=budget_s)) for mid in bar)
+    done = runner.evaluate(zoo, ids, ms, vc, device=device, seed=seed, budget_s=budget_s, progress=progress)
     for mid, entries, fresh in done:
         for name, entry in entries.items():
             results[(mid, name)] = entry
@@ -221,7 +232,7 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
             seconds[name] += entries[name]["seconds"]
     df = assemble(ms, ids, results)
     df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.table_sha256,
-                    zoo_repo=zoo.repo_id, zoo_revision=zoo.revision, executor=executor,
+                    zoo_repo=zoo.repo_id, zoo_revision=zoo.revision, executor=runner.name,
                     device=device, seed=seed, seconds=dict(seconds),
                     measures={m.name: {"kind": m.kind, "version": m.version, "source_hash": m.source_hash,
                                        "transform": m.transform, "higher_means": m.higher_means} for m in ms})

@@ -1,4 +1,4 @@
-"""Learning-curve plots of a fragility audit (DESIGN section 7, issue 17 item 4): the measure and the test error
+"""Learning-curve plots of a fragility audit (docs/fragility.md): the measure and the test error
 against train size, one series per arm (the baseline and each twin), seed means with error bars of one seed
 standard error, one column of panels per value of the other grid axes (e.g. each label-noise level). Drawn with
 matplotlib (no pyplot); the input is the audit's seed means: a FragilityReport, the audit block of a result

@@ -9,10 +9,11 @@ from typing import Any
 import pandas as pd
 
 from ..errors import GenbenchError
+from ..record import Record
 from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
+from .columns import BASELINE_NOTE, EXPORTED, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
-from .ranking import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records
-from .schema import BASELINE_NOTE, EXPORTED, SHOWN, WITH_INTERVAL, Record, score_spec
+from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records
 
 NAMING = ("entry: the registered measure (a submission's `entry`); submission: the submission's folder "
           "(submissions/NAME), empty for a built-in measure")  # how every view names an entry

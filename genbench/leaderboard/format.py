@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import finite
+from ..record import finite
 
 TABLE_DIGITS = 2   # decimals in the terminal's tables
 DIGITS = 3         # decimals on the page, in the markdown export and in a submission's summary

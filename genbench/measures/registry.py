@@ -1,7 +1,6 @@
 """The measure registry: `@register_measure` adds a named function with its metadata; names are data."""
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import hashlib
 import inspect
@@ -106,14 +105,6 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
 def unregister_measure(name: str) -> None:
     """Remove a measure (for tests and interactive sessions)."""
     _MEASURES.pop(name, None)
-
-
-def wrap_measure(name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Measure:
-    """Replace measure `name`'s function by `wrap(fn)`, keeping its metadata and source hash (a guard around
-    every call of a submitted measure); return the new registration."""
-    m = get_measure(name)
-    _MEASURES[m.name] = wrapped = dataclasses.replace(m, fn=wrap(m.fn))
-    return wrapped
 
 
 def _load_plugins() -> None:

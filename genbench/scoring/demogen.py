@@ -7,9 +7,11 @@ with the paper. The sf, sl and best4 rows are different definitions from the pap
 statistic, layer or four statistics after looking at the gap; genbench fixes them in advance (marked *)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from .scores import Scores
+from .spec import MeasureScores
 
 # row label, genbench measure, paper CNN + CIFAR-10: (adj R^2, k-fold R^2, MSE x 1e-3)
 TABLE1 = [
@@ -36,11 +38,12 @@ FIXED_NOTE = ("* fixed in advance (sf: the median; sl: the deepest probe layer; 
               "the paper selected them after seeing the gap, so these rows are different definitions")
 
 
-def demogen_table(scores: Scores, which: int = 1) -> pd.DataFrame:
-    """Rows of Table 1 (which=1) or Table 4 (which=4): measured scores with intervals, and the paper's."""
+def demogen_table(scores: Mapping[str, MeasureScores], which: int = 1) -> pd.DataFrame:
+    """Rows of Table 1 (which=1) or Table 4 (which=4): measured scores (by measure) with intervals, and the
+    paper's. Torch-free, so that the leaderboard draws the tables from records alone."""
     rows = []
     for label, name, (p_adj, p_kf, p_mse) in (TABLE1 if which == 1 else TABLE4):
-        s = scores.items.get(name)
+        s = scores.get(name)
         row = {"setting": label, "measure": name}
         for key, scale in (("adj_r2", 1.0), ("kfold_r2", 1.0), ("mse", 1e3)):
             v = s.values.get(key, float("nan")) * scale if s else float("nan")
@@ -52,8 +55,8 @@ def demogen_table(scores: Scores, which: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def demogen_tables(scores: Scores) -> dict[str, pd.DataFrame] | None:
+def demogen_tables(scores: Mapping[str, MeasureScores]) -> dict[str, pd.DataFrame] | None:
     """Tables 1 and 4 by name, when `scores` hold every measure they need (else None)."""
-    if not all(m in scores.items for m in MEASURES):
+    if not all(m in scores for m in MEASURES):
         return None
     return {"Table 1": demogen_table(scores, 1), "Table 4": demogen_table(scores, 4)}

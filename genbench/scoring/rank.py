@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError
 
 Score = float | np.ndarray  # a float, or [B] for [B, n] weights
@@ -597,13 +596,3 @@ def robust_sign_error(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, n_test: int
     out["candidates"] = len(starts)
     out["reason"] = _no_environment_reason(res["environments"], len(starts), n_test, min_ess)
     return out
-
-
-# ---------------------------------------------------------------- bootstrap
-
-
-def bootstrap_weights(n: int, B: int = N_BOOT, seed: int = SEED) -> np.ndarray:
-    """[B, n] multinomial counts: B resamples of n models with replacement (seeded, reproducible)."""
-    if n < 1 or B < 1:
-        raise GenbenchError(f"bootstrap needs n >= 1 models and B >= 1 resamples; got n={n}, B={B}")
-    return np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=B)

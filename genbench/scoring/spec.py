@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Score:
-    """One score a measure gets: its key in records, its names for people, and which way is better."""
+    """One score a measure gets: its key in records, the statistic that computes it, its names for people, which
+    way is better, and how the views show it. Adding a score is one entry of SCORES (and its statistic)."""
 
     name: str
     label: str                    # full name (the entry page)
@@ -20,30 +21,40 @@ class Score:
     ascii: str                    # column header (the terminal)
     help: str                     # what it measures (tooltips)
     lower_is_better: bool = False
+    statistic: str = ""           # what computes it (scoring/regression.py or scoring/rank.py)
+    shown: bool = False           # a column of the leaderboard (terminal, page, exports)
+    interval: bool = False        # shown with its 95% interval beside it
+    headline: bool = False        # in a submission's summary (`genbench submit`)
 
 
 # THE list of scores, in display order; records, rankings, tables and the page all read it.
 SCORES: tuple[Score, ...] = (
     Score("adj_r2", "adjusted R\u00b2", "adj. R\u00b2", "adj R2",
-          "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval"),
+          "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval",
+          statistic="regression.adjusted_r2", shown=True, interval=True, headline=True),
     Score("kfold_r2", "k-fold R\u00b2", "k-fold R\u00b2", "k-fold R2",
           "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), with its 95% bootstrap "
-          "interval"),
+          "interval", statistic="regression.cross_validate", shown=True, interval=True, headline=True),
     Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
-          lower_is_better=True),
-    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap"),
+          lower_is_better=True, statistic="regression.cross_validate"),
+    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap",
+          statistic="rank.kendall_tau", shown=True, headline=True),
     Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
-          "granulated Kendall \u03c4 averaged over hyperparameter axes"),
+          "granulated Kendall \u03c4 averaged over hyperparameter axes", statistic="rank.granulated_psi", shown=True),
     Score("cmi", "CMI", "CMI", "CMI",
-          "conditional mutual information with the gap, minimised over hyperparameter sets"),
+          "conditional mutual information with the gap, minimised over hyperparameter sets",
+          statistic="rank.conditional_mi", shown=True),
     Score("cmi_pgdl", "CMI (PGDL)", "CMI (PGDL)", "CMI (PGDL)",
-          "conditional mutual information as the PGDL competition computed it"),
+          "conditional mutual information as the PGDL competition computed it", statistic="rank.pgdl_cmi"),
     Score("sign_error_worst", "sign-error (worst)", "sign-error (worst)", "sign-err worst",
-          "robust sign-error: worst case over environments (lower is better)", lower_is_better=True),
+          "robust sign-error: worst case over environments (lower is better)", lower_is_better=True,
+          statistic="rank.robust_sign_error", shown=True),
     Score("sign_error_p90", "sign-error (90th percentile)", "sign-error (p90)", "sign-err p90",
-          "robust sign-error: 90th percentile over environments (lower is better)", lower_is_better=True),
+          "robust sign-error: 90th percentile over environments (lower is better)", lower_is_better=True,
+          statistic="rank.robust_sign_error"),
     Score("sign_error_mean", "sign-error (mean)", "sign-error (mean)", "sign-err mean",
-          "robust sign-error: mean over environments (lower is better)", lower_is_better=True),
+          "robust sign-error: mean over environments (lower is better)", lower_is_better=True,
+          statistic="rank.robust_sign_error"),
 )
 DEFAULT_SORT = "kfold_r2"  # the ranking score
 SCORE_NAMES = tuple(s.name for s in SCORES)

@@ -48,6 +48,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...paths import PACKAGE
+
 BWRAP = "bwrap"
 JOB_DIR = "/job"  # where the exported job folder appears inside the sandbox
 SUBMISSIONS_DIR = "/submissions"  # the submission folder appears as /submissions/NAME, read-only
@@ -73,7 +75,7 @@ def scrubbed_env(home: str) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     env = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "PYTHONPATH": str(PACKAGE.parent),
            "GENBENCH_HOME": f"{home}/genbench", "MPLCONFIGDIR": f"{home}/matplotlib",
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
@@ -89,7 +91,7 @@ def _python_dirs() -> list[str]:
     user = site.getusersitepackages()
     if isinstance(user, str) and os.path.isdir(user):
         dirs.add(user)
-    dirs.add(str(Path(__file__).resolve().parents[1]))  # the genbench package (an editable install's source)
+    dirs.add(str(PACKAGE))  # the genbench package (an editable install's source)
     out: list[str] = []
     for d in sorted({os.path.realpath(d) for d in dirs} | dirs):
         if not d or not os.path.isdir(d) or any(d == f"/{s}" or d.startswith(f"/{s}/") for s in SYSTEM_DIRS):

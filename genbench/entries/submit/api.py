@@ -1,7 +1,7 @@
-"""`submit()`: check a submission and its settings, compute its measure's values in the sandboxed worker, and make
-one record per zoo here, in the parent: the conformance suite, the scoring and the audit run on the values the
-worker sent (replay.py), and every way the submitted code can go wrong (crash, hang, memory, NaN, a broken
-protocol) becomes a failure record. `run_submission()` makes the records without writing them (what `genbench
+"""`submit()`: check a submission and its settings, and make one record per zoo here, in the parent: the
+conformance suite, the scoring and the audit run in the parent's harness, which asks the sandboxed worker for each
+measure call as it goes (executor.py), and every way the submitted code can go wrong (crash, hang, memory, NaN, a
+broken protocol) becomes a failure record. `run_submission()` makes the records without writing them (what `genbench
 verify` compares); `summarize()`: a record's headline numbers."""
 from __future__ import annotations
 
@@ -12,20 +12,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT
-from ..device import resolve_device
-from ..errors import GenbenchError
-from ..leaderboard.records import failure_record
-from ..leaderboard.schema import HEADLINE, Record, write_record
-from ..measures import list_measures
-from ..zoo.storage import Zoo, load_zoo
+from ...defaults import AUDIT_ZOO, BUDGET_S, N_BOOT
+from ...device import resolve_device
+from ...errors import GenbenchError
+from ...leaderboard.columns import HEADLINE
+from ...record import Record, as_submission, declare_measure, with_failure, write_record
+from ...measures import Measure, list_measures
+from ...zoo.storage import Zoo, load_zoo
+from ..run import failure_record, run_entry
 from .guard import memory_note
-from .job import export_job, plan_tasks
+from .executor import SandboxExecutor, standin_measure
+from .job import JobFolder
 from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, load_submission,
                        trusted_submissions_dir)
-from .replay import Replay
 from .sandbox import SUBMISSIONS_DIR, bwrap_version, memory_limit, sandbox_problem, scratch_dir
-from .supervise import WorkerRun, run_worker
+from .supervise import Worker, WorkerGone
 
 CHECK_MODELS = 2  # models the conformance suite runs on
 STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and loading its zoos
@@ -128,10 +129,7 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
         timeout_s = _default_timeout(loaded, audit, budget_s)
     fields = sub.fields()
     commands = [submit_command(sub, z.name, partial=not z.complete) for z in loaded]
-    tasks, n_check = plan_tasks(sub.entry, loaded, check_models=CHECK_MODELS, budget_s=budget_s, audit_zoo=audit)
     sandbox = UNSANDBOXED if unsandboxed else SANDBOXED
-    replay = Replay(tasks)
-    check: dict[str, Any] = {}
 
     def fail_all(reason: str, meta: dict[str, Any] | None, seconds: float) -> list[dict[str, Any]]:
         out = []
@@ -139,84 +137,79 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
             rec = failure_record(sub.name, sub.entry, z, memory_note(reason, memory_bytes), submission=fields,
                                  command=command, device=device, seconds=seconds)
             if meta is not None:
-                rec.update(kind=meta["kind"], citation=meta["citation"], higher_means=meta["higher_means"])
-                rec["provenance"]["measure_version"] = meta["version"]
+                declare_measure(rec, kind=meta["kind"], citation=meta["citation"], higher_means=meta["higher_means"],
+                                version=meta["version"])
             out.append(_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds))
         return out
 
-    def conformance(run: WorkerRun) -> str | None:
-        """The conformance suite on the worker's first values: None when it passed, else why not."""
-        if "result" not in check:
-            from ..harness import check_measure
-            replay.sync(run.protocol.results)
-            m = replay.measure(sub.entry, run.protocol.meta or {}, sub.source_sha256)
-            try:
-                report = check_measure(m, loaded[0], models=CHECK_MODELS, budget_s=budget_s or BUDGET_S,
-                                       device="cpu")
-            except Exception as e:
-                check["result"] = f"the conformance suite could not run: {type(e).__name__}: {e}"
-            else:
-                bad = [f"{r.name}: {_dedupe(r.message)}" if r.message else r.name
-                       for r in report.results if not r.passed]
-                check["result"] = "failed the conformance suite: " + "; ".join(bad) if bad else None
-                if not bad:
-                    echo(f"[{loaded[0].name}] conformance suite passed", "stage")
-        return check["result"]
-
-    def on_result(run: WorkerRun) -> bool:
-        return len(run.protocol.results) >= n_check and conformance(run) is not None
+    def score_on(m: Measure, executor: SandboxExecutor, z: Zoo, command: str) -> dict[str, Any]:
+        """The record of the submitted measure on one zoo: its values asked of the sandbox as the harness goes."""
+        echo(f"[{z.name}] scoring" + (f", auditing on {audit_zoo}" if audit_zoo else ""), "stage")
+        executor.phase = "score"
+        try:
+            rec = run_entry(m, z, name=sub.name, submission=fields, audit_zoo=audit_zoo, device="cpu",
+                            budget_s=budget_s, n_boot=n_boot, command=command, cache=False,
+                            allow_partial=allow_partial, executor=executor)
+        except WorkerGone:
+            raise
+        except Exception as e:
+            rec = failure_record(sub.name, sub.entry, z, f"scoring failed: {type(e).__name__}: {e}",
+                                 submission=fields, command=command, device=device, seconds=0.0)
+            declare_measure(rec, kind=m.kind, citation=m.citation, higher_means=m.higher_means, version=m.version)
+        r = Record(rec)
+        if r.status == "failed" and r.failure:
+            with_failure(rec, memory_note(r.failure, memory_bytes))
+        echo(f"[{z.name}] done ({r.status if r.ok else 'failed: ' + str(r.failure)})", "stage")
+        return rec
 
     work = scratch_dir("submit")
     memory = memory_limit(memory_bytes)
     try:
-        job = work / "job"
-        job.mkdir()
         measure_file = (str(sub.measure_file.resolve()) if unsandboxed
                         else f"{SUBMISSIONS_DIR}/{sub.folder.resolve().name}/measure.py")
-        job_file = export_job(job, tasks, entry=sub.entry, measure_file=measure_file, device=device,
-                              memory_bytes=memory_bytes, link=not unsandboxed)
+        job = JobFolder(work / "job", entry=sub.entry, measure_file=measure_file, device=device,
+                        memory_bytes=memory_bytes, link=not unsandboxed)
         where = (f"sandbox: {bwrap_version()}, no network" if not unsandboxed
                  else "NO SANDBOX (--unsandboxed): the submitted code can read and write whatever you can")
         echo(f"{where}; memory: {memory.describe()}", "stage")
-        run = run_worker(job_file, tasks=tasks, entry=sub.entry, sandboxed=not unsandboxed,
-                         submission=sub.folder.resolve(), budget_s=budget_s, memory=memory, timeout_s=timeout_s,
-                         device=device, echo=echo, on_result=on_result)
+        worker = Worker(job.file, entry=sub.entry, sandboxed=not unsandboxed, submission=sub.folder.resolve(),
+                        budget_s=budget_s, memory=memory, timeout_s=timeout_s, device=device, echo=echo)
+        meta, reason, records = None, None, []
+        try:
+            meta = worker.ready()
+            if meta is None:
+                reason = worker.run.protocol.failed or "the worker ended without importing measure.py"
+            else:
+                m = standin_measure(sub.entry, meta, sub.source_sha256)
+                executor = SandboxExecutor(worker, job, m, check_models=CHECK_MODELS)
+                reason = conformance(m, loaded[0], executor, budget_s=budget_s or BUDGET_S)
+                if reason is None:
+                    echo(f"[{loaded[0].name}] conformance suite passed", "stage")
+                    records = [score_on(m, executor, z, command) for z, command in zip(loaded, commands)]
+        except WorkerGone as e:
+            reason = e.reason
+        finally:  # also on Ctrl-C: the worker and everything it started end with the run
+            seconds = worker.close()
     finally:
         memory.close()
         shutil.rmtree(work, ignore_errors=True)
-
-    p = run.protocol
-    if run.reason is not None and not run.stopped:
-        return fail_all(run.reason, p.meta, run.seconds)
-    if p.failed is not None:
-        return fail_all(p.failed, None, run.seconds)
-    if p.meta is None:  # cannot happen: the run either failed, or the worker said it was ready
-        return fail_all("the worker ended without importing measure.py", None, run.seconds)
-    reason = conformance(run)
     if reason is not None:
-        return fail_all(reason, p.meta, run.seconds)
-    replay.sync(p.results)
-    m = replay.measure(sub.entry, p.meta, sub.source_sha256)
-    from ..leaderboard.records import run_entry
-    records = []
-    for z, command in zip(loaded, commands):
-        echo(f"[{z.name}] scoring" + (f", auditing on {audit_zoo}" if audit_zoo else ""), "stage")
-        try:
-            rec = run_entry(m, z, name=sub.name, submission=fields, audit_zoo=audit_zoo, device="cpu",
-                            budget_s=budget_s, n_boot=n_boot, command=command, cache=False,
-                            allow_partial=allow_partial)
-        except Exception as e:
-            rec = failure_record(sub.name, sub.entry, z, f"scoring failed: {type(e).__name__}: {e}",
-                                 submission=fields, command=command, device=device, seconds=run.seconds)
-            rec.update(kind=m.kind, citation=m.citation, higher_means=m.higher_means)
-            rec["provenance"]["measure_version"] = m.version
-        r = Record(rec)
-        if r.status == "failed" and r.failure:
-            rec["failure"] = memory_note(r.failure, memory_bytes)
-        records.append(_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=run.seconds))
-        done = Record(rec)
-        echo(f"[{z.name}] done ({done.status if done.ok else 'failed: ' + str(done.failure)})", "stage")
-    return records
+        return fail_all(reason, meta, seconds)
+    return [_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds) for rec in records]
+
+
+def conformance(m: Measure, zoo: Zoo, executor: SandboxExecutor, *, budget_s: float) -> str | None:
+    """The conformance suite on the submitted measure, its calls made in the sandbox: None when it passed, else
+    why not."""
+    from ...harness import check_measure
+    try:
+        report = check_measure(m, zoo, models=CHECK_MODELS, budget_s=budget_s, device="cpu", executor=executor)
+    except WorkerGone:
+        raise
+    except Exception as e:
+        return f"the conformance suite could not run: {type(e).__name__}: {e}"
+    bad = [f"{r.name}: {_dedupe(r.message)}" if r.message else r.name for r in report.results if not r.passed]
+    return "failed the conformance suite: " + "; ".join(bad) if bad else None
 
 
 MAX_RERUN_BOOT = 100_000  # resamples a record may ask verify for
@@ -260,20 +253,17 @@ def verify_submission(path: str | Path, *, submissions: str | Path | None = None
                       rtol: float | None = None, atol: float | None = None) -> Any:
     """`genbench verify` for one record file of a submission: its measure re-run in the sandbox (rerun_record) and
     every field but the timings compared; a Verification."""
-    from ..leaderboard.verify import ATOL, RTOL, verify_record
+    from ..verify import ATOL, RTOL, verify_record
     return verify_record(path, rtol=RTOL if rtol is None else rtol, atol=ATOL if atol is None else atol,
-                         device=device, submissions=submissions, rerun=rerun_record)
+                         device=device, submissions=submissions)
 
 
 def _finish(rec: dict[str, Any], sub: Submission, *, sandbox: str, device: str, budget_s: float | None,
             seconds: float) -> dict[str, Any]:
     """What every record of a submission says beside its scores: not built in, the parent's hash of measure.py,
     the device the values were computed on, the run's wall-clock seconds, the sandbox and the budget."""
-    rec["builtin"] = False
-    prov = rec["provenance"]
-    prov.update(measure_source_hash=sub.source_sha256, device=device, seconds=round(seconds, 3), sandbox=sandbox,
-                budget_s=budget_s)
-    return rec
+    return as_submission(rec, source_hash=sub.source_sha256, device=device, seconds=seconds, sandbox=sandbox,
+                         budget_s=budget_s)
 
 
 def summarize(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,10 @@ import pandas as pd
 
 from ..defaults import OFFICIAL_ZOOS
 from ..errors import GenbenchError
+from ..record import Record
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
-from ..scoring.spec import DEFAULT_SORT
-from .schema import Record, score_family, score_label, score_spec
+from ..scoring.spec import DEFAULT_SORT, score_label
+from .columns import score_family, score_spec
 
 PAIRED = {"kfold_r2": 0, "mse": 1}  # sort keys with rank groups: their index in pooled_scores' pair
 SAME_PREDICTIONS = 1e-12  # two entries whose held-out predictions agree this closely ...

@@ -3,7 +3,6 @@ genbench leaderboard add: the one way into the shipped folder of records, for a 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ from ..paths import is_plain_name
 from ..fileio import atomic_write
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
-from .records import baselines_source_hash, run_baselines, run_entry
-from .schema import Record, record_path
+from ..record import Record, record_path
+from .run import baselines_source_hash, run_baselines, run_entry
 
 RTOL, ATOL = 1e-5, 1e-8
 # The audit's rescaling control reports the largest relative change of an invariant measure under a function-
@@ -41,9 +40,6 @@ class Verification:
         return not self.differences and not self.problems
 
 
-# Re-makes a submission's record in the sandbox (genbench.submit.rerun_record, handed in by the layer above):
-# (record, its zoo, submissions folder or None, device or None) -> the new record, or a GenbenchError saying why not.
-Rerun = Callable[[Record, Zoo, "str | Path | None", "str | None"], dict]
 # the fields of a record that differ between identical runs: when and how long, and the commit of the checkout that
 # re-runs it (a record cites the commit that made it: it must be one of this checkout's history, see known_commit)
 TIMING = ("provenance.seconds", "provenance.date", "provenance.git_commit")
@@ -119,12 +115,11 @@ def cited_zoo(rec: Record, zoo: str | Path | None = None) -> tuple[Zoo | None, s
 
 
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
-                  submissions: str | Path | None = None, rerun: Rerun | None = None,
-                  zoo: str | Path | None = None) -> Verification:
+                  submissions: str | Path | None = None, zoo: str | Path | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
     and check that the measure's source hash and the zoo's table hash are still those recorded.
 
-    A submission's record is re-made by `rerun` (genbench.submit.rerun_record): its measure.py runs again in the
+    A submission's record is re-made by `entries.submit.rerun_record`: its measure.py runs again in the
     sandbox, taken only from the folder named after the entry in the trusted `submissions` folder (default: the
     checkout's submissions/), never from a path the record names, and every field of the new record except the
     timings (TIMING) is compared with the recorded one: scores, values, audit, metadata and provenance.
@@ -135,7 +130,7 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     if rec.data.get("baseline") is True:
         return _verify_baseline(rec, v, device=device, zoo=zoo)
     if is_submission(rec):
-        return _verify_submission(rec, v, device=device, submissions=submissions, rerun=rerun, zoo=zoo)
+        return _verify_submission(rec, v, device=device, submissions=submissions, zoo=zoo)
     m = get_measure(rec.measure)
     if rec.source_hash and rec.source_hash != m.source_hash:
         v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
@@ -165,19 +160,15 @@ def _without_timing(data: Any, path: str = "") -> Any:
 
 
 def _verify_submission(rec: Record, v: Verification, *, device: str | None, submissions: str | Path | None,
-                       rerun: Rerun | None, zoo: str | Path | None) -> Verification:
+                       zoo: str | Path | None) -> Verification:
     """Re-make a submission's record in the sandbox and compare every field but the timings."""
-    if rerun is None:
-        v.problems.append("a submission's record is verified by running its measure.py again in the sandbox, which "
-                          "`genbench verify` and genbench.submit.verify_submission do; verify_record without "
-                          "rerun= never runs submitted code")
-        return v
+    from .submit.api import rerun_record
     found, why = cited_zoo(rec, zoo)
     if found is None or not rec.table_sha256:
         v.problems.append(why or "the record cites no zoo table hash, so the zoo it was made on cannot be found")
         return v
     try:
-        new = rerun(rec, found, submissions, device)
+        new = rerun_record(rec, found, submissions, device)
     except GenbenchError as e:
         v.problems.append(str(e))
         return v
@@ -227,7 +218,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
 
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
                device: str | None = None, submissions: str | Path | None = None,
-               rerun: Rerun | None = None, zoo: str | Path | None = None) -> Verification:
+               zoo: str | Path | None = None) -> Verification:
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
@@ -253,7 +244,7 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
                           "score it again")
     if v.problems:
         return v
-    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, rerun=rerun, zoo=zoo)
+    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
     if v.ok and path.read_bytes() != data:
         v.problems.append("the record's file changed while it was verified; add it again")
     if v.ok:

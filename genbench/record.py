@@ -1,52 +1,34 @@
-"""The result record format: one JSON object per (entry, zoo), read through `Record`'s typed accessors so that
-the format is spelled out here only; reading, writing and finding records on disk; the leaderboard's scores."""
+"""The result record: one JSON object per (entry, zoo). The only place its field names are written: the
+constructors of a scored, a failed and a baseline record and their provenance; read through `Record`'s typed
+accessors; written, read and found on disk; the merge of the shipped and the user's folders the leaderboard shows."""
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
+import platform
+import subprocess
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..defaults import N_BOOT, SEED
-from ..errors import GenbenchError, did_you_mean
-from ..fileio import json_safe, write_json_atomic
-from ..paths import plain_name, results_dir
-from ..scoring.spec import SCORE_NAMES, SCORES, MeasureScores, Score
+from . import paths
+from .defaults import N_BOOT, SEED, SHIPPED_RESULTS
+from .errors import GenbenchError
+from .fileio import json_safe, write_json_atomic
+from .paths import plain_name, results_dir
+from .scoring.spec import SCORE_NAMES, MeasureScores
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .measures import Measure
+    from .zoo.storage import Zoo
 
 T = TypeVar("T")
-SCHEMA = 2  # 2: pooled repeated k-fold, paired resamples, baselines, refusals (issue 14)
+SCHEMA = 2  # 2: pooled repeated k-fold, paired resamples, baselines, refusals (docs/architecture.md)
 REQUIRED = ("schema", "name", "measure", "zoo", "status")
-SHOWN = ("adj_r2", "kfold_r2", "tau", "psi", "cmi", "sign_error_worst")  # the leaderboard's score columns
-WITH_INTERVAL = ("adj_r2", "kfold_r2")  # shown with their 95% interval beside them
-HEADLINE = ("adj_r2", "kfold_r2", "tau")  # a submission's summary (`genbench submit`)
-EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n == "mse")  # csv/json columns, each with its interval
-_BY_NAME = {s.name: s for s in SCORES}
-BASELINE_NOTE = ("a baseline row is a reference predictor, not a measure: it takes part in the rank groups but gets "
-                 "no rank number and no mean rank; a measure below baseline.hparams adds nothing the training recipe "
-                 "did not say")
-
-
-def score_spec(name: str) -> Score:
-    """The score called `name` (its labels and direction); a did-you-mean error for an unknown one."""
-    if name not in _BY_NAME:
-        raise did_you_mean(name, SCORE_NAMES, what="score to sort by")
-    return _BY_NAME[name]
-
-
-def score_label(name: str) -> str:
-    """A score's full label; the name itself for a score the list does not know."""
-    return _BY_NAME[name].label if name in _BY_NAME else name
-
-
-def score_family(name: str) -> str:
-    """The family a score's notes start with: 'robust sign-error' for the sign-errors, else its label."""
-    spec = _BY_NAME.get(name)
-    if spec is None:
-        return name
-    return spec.help.split(":")[0] if ":" in spec.help else spec.label
 
 
 def finite(x: Any) -> float | None:
@@ -63,6 +45,112 @@ def finite(x: Any) -> float | None:
 def _mapping(x: Any) -> Mapping[str, Any] | None:
     return x if isinstance(x, Mapping) else None
 
+
+# ------------------------------------------------------------------------------------------------ making records
+
+def git_commit(cwd: str | Path | None = None) -> str | None:
+    """The commit of the genbench checkout (None outside a git work tree)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def zoo_block(zoo: Zoo) -> dict[str, Any]:
+    """The record's zoo block; on a partial zoo only, also `complete: false` and the counts (so that records on
+    complete zoos read exactly as before)."""
+    info = {"name": zoo.name, "version": zoo.version, "table_sha256": zoo.table_sha256,
+            "revision": getattr(zoo, "revision", None)}
+    if getattr(zoo, "repo_id", None):  # a Hub zoo: where `genbench verify` downloads it again
+        info["repo"] = zoo.repo_id
+    if not zoo.complete:
+        info.update(complete=False, models=len(zoo), expected_models=zoo.expected_models)
+    return info
+
+
+def provenance(m: Measure | None, *, device: str, seconds: float, command: str, **extra: Any) -> dict[str, Any]:
+    """Who made a record, with what, how long it took and the command that makes it again; `extra`: the settings
+    verify repeats (seed, n_boot, audit_zoo, ...)."""
+    import torch
+    return {"genbench_version": __version__, "git_commit": git_commit(),
+            "measure_version": m.version if m else None, "measure_source_hash": m.source_hash if m else None,
+            "device": device, "seconds": round(seconds, 3),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "command": command,
+            "python": platform.python_version(), "torch": torch.__version__, **extra}
+
+
+def _entry(name: str, m: Measure | None, measure: str, zoo: Zoo, submission: dict | None) -> dict[str, Any]:
+    return {"schema": SCHEMA, "name": name, "measure": measure, "kind": m.kind if m else None,
+            "citation": m.citation if m else None, "higher_means": m.higher_means if m else None,
+            "builtin": submission is None, "submission": submission, "zoo": zoo_block(zoo)}
+
+
+def values_block(model_ids: list[str], gap: list[float], value: Any, error: list[str | None] | None,
+                 heldout: Any) -> dict[str, Any]:
+    """Per-model values: the measure (scalar or signature rows; None for a baseline), its failures, the gap, and
+    the held-out predictions of every shuffle ([R][n], None where a model has no value) with shuffle 0's."""
+    rows = None if heldout is None else [[v if math.isfinite(v) else None for v in map(float, row)]
+                                         for row in heldout]
+    return {"model_id": model_ids, "gap": gap, "value": value, "error": error,
+            "prediction": rows[0] if rows else None, "heldout": rows}
+
+
+def scored_record(name: str, m: Measure, zoo: Zoo, *, scores: dict[str, Any], audit: dict[str, Any] | None,
+                  values: dict[str, Any], prov: dict[str, Any], submission: dict | None = None) -> dict[str, Any]:
+    """The record of an entry scored on a zoo: its scores block, audit report, per-model values and provenance."""
+    rec = _entry(name, m, m.name, zoo, submission)
+    rec.update(status="ok", failure=None, scores=scores, audit=audit, values=values, provenance=prov)
+    return json_safe(rec)
+
+
+def failed_record(name: str, m: Measure | None, measure: str, zoo: Zoo, reason: str, *, prov: dict[str, Any],
+                  submission: dict | None = None) -> dict[str, Any]:
+    """The record saying that an entry could not be scored on a zoo, and why (`m`: None when the measure is not
+    registered here)."""
+    rec = _entry(name, m, measure, zoo, submission)
+    rec.update(status="failed", failure=reason, scores=None, audit=None, values=None, provenance=prov)
+    return json_safe(rec)
+
+
+def baseline_record(name: str, citation: str, zoo: Zoo, *, scores: dict[str, Any] | None, failure: str | None,
+                    values: dict[str, Any] | None, prov: dict[str, Any]) -> dict[str, Any]:
+    """The record of a baseline row (a reference predictor, not a measure): scored, or failed with `failure`."""
+    rec = {"schema": SCHEMA, "name": name, "measure": name, "kind": "baseline", "citation": citation,
+           "higher_means": None, "builtin": True, "baseline": True, "submission": None, "zoo": zoo_block(zoo)}
+    if scores is None:
+        rec.update(status="failed", failure=failure, scores=None, audit=None, values=None, provenance=prov)
+    else:
+        rec.update(status="ok", failure=None, scores=scores, audit=None, values=values, provenance=prov)
+    return json_safe(rec)
+
+
+def declare_measure(rec: dict[str, Any], *, kind: str, citation: str | None, higher_means: str | None,
+                    version: Any) -> dict[str, Any]:
+    """`rec` saying what a measure declared about itself (a submission's, known only once its code ran)."""
+    rec.update(kind=kind, citation=citation, higher_means=higher_means)
+    rec["provenance"]["measure_version"] = version
+    return rec
+
+
+def with_failure(rec: dict[str, Any], reason: str) -> dict[str, Any]:
+    """`rec` with its failure worded as `reason`."""
+    rec["failure"] = reason
+    return rec
+
+
+def as_submission(rec: dict[str, Any], *, source_hash: str, device: str, seconds: float, sandbox: str,
+                  budget_s: float | None) -> dict[str, Any]:
+    """What every record of a submission says beside its scores: not built in, the parent's hash of measure.py,
+    the device the values were computed on, the run's wall-clock seconds, the sandbox and the budget."""
+    rec["builtin"] = False
+    rec["provenance"].update(measure_source_hash=source_hash, device=device, seconds=round(seconds, 3),
+                             sandbox=sandbox, budget_s=budget_s)
+    return rec
+
+
+# ------------------------------------------------------------------------------------------------ reading records
 
 class _Field(Generic[T]):
     """A field of the record, or of one of its blocks (zoo, audit, provenance), read as is; None when missing."""
@@ -525,3 +613,45 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
         also = f" ({len(why)} file(s) skipped: {why[0]})" if why else ""
         raise GenbenchError(f"no records for zoo {zoo!r} under {root}; zoos with records: {zoos}{also}")
     return recs
+
+
+def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None = None, *,
+                  say: Callable[[str, str], None] | None = None) -> list[Record]:
+    """The records the leaderboard shows: those in each `results` folder, else those in the shipped folder (a
+    checkout's leaderboard/results) and the user's ($GENBENCH_HOME/results). Records from any folder but the
+    shipped one are marked local; an entry found in two folders is shown once: the later folder's record, unless
+    both are the same. `say(text, kind)` hears what is worth a word ('note' or 'warning'; default: warnings)."""
+    if say is None:
+        def say(text: str, kind: str) -> None:
+            warnings.warn(text, SkippedRecordWarning, stacklevel=3)
+    results = list(results or [])
+    shipped = paths.shipped_results_dir()
+    folders = results or [f for f in (shipped, paths.results_dir()) if f is not None and f.is_dir()]
+    if not results and shipped is None:
+        say(f"note: genbench runs from an installed package, which ships no records; pass --results "
+            f"CHECKOUT/{SHIPPED_RESULTS} --results {paths.results_dir()} to rank yours beside the repository's", "note")
+    if not folders:
+        raise GenbenchError(f"no result records yet: `genbench submit` and `genbench leaderboard run` write them to "
+                            f"{paths.results_dir()}")
+    seen: dict[tuple[str, str], tuple[Record, Path, bool]] = {}
+    skipped: list[str] = []  # files that are no readable record: reported once, never hiding the others
+    for folder in folders:
+        local = shipped is None or Path(folder).resolve() != shipped.resolve()
+        for rec in load_records(folder, skipped=skipped):
+            key = (rec.zoo_name, rec.name)
+            if key in seen and seen[key][0].data == rec.data:
+                continue  # the same record in both folders (added to the shipped one): shown once, as the first
+            if key in seen:
+                say(f"note: {rec.name} on {rec.zoo_name}: showing the record in {folder}, not the one in "
+                    f"{seen[key][1]}", "note")
+            seen[key] = (rec, Path(folder), local)
+    for why in skipped:
+        say(f"warning: {why}", "warning")
+    records = [rec.with_local(local) for rec, _, local in seen.values() if zoo is None or rec.zoo_name == zoo]
+    if not records:
+        zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
+        where = ", ".join(map(str, folders))
+        also = f" ({len(skipped)} file(s) skipped; the first: {skipped[0]})" if skipped else ""
+        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}" if zoo else
+                            f"no result records in {where}{also}")
+    return records

@@ -1,19 +1,21 @@
-"""The sandboxed child of `genbench submit`: it imports the submitted measure.py and, for each task of the job, makes
-one measure call and sends its raw outcome (the value as returned, or the exception raised, and the seconds
-taken) on the result channel. It scores nothing, checks nothing and writes no file: the parent validates the
-values and does the conformance suite, the scoring, the audit and the records itself.
-Usage: python -m genbench.submit.worker JOB_DIR/job.json CHANNEL_FD (the parent writes the job folder; see job.py)."""
+"""The sandboxed child of `genbench submit`: it imports the submitted measure.py and, for each call the parent's
+harness requests, makes one measure call and sends its raw outcome (the value as returned, or the exception raised,
+and the seconds taken) on the result channel. It scores nothing, checks nothing and writes no file: the parent
+validates the values and does the conformance suite, the scoring, the audit and the records itself.
+Usage: python -m genbench.entries.submit.worker JOB_DIR/job.json REQUEST_FD CHANNEL_FD (the parent writes the job
+folder as it goes; see job.py)."""
 from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from ..numerics import pinned_threads
+from ...numerics import pinned_threads
 from .events import IMPORTING, MAX_COMPONENTS, MAX_TEXT, send
 from .guard import cap_memory, memory_note
 
@@ -33,57 +35,53 @@ def _text(x: Any) -> str:
     return s if len(s) <= MAX_TEXT else s[:MAX_TEXT - 3] + "..."
 
 
-class JobZoo:
-    """The exported part of one zoo: each model's checkpoints and training set, by position."""
+class JobModel:
+    """One exported model of the job folder: its checkpoints and its training set, as the parent described them."""
 
     def __init__(self, root: Path, spec: dict[str, Any]):
-        self.root, self.models = root, spec["models"]
-        self._tensors: dict[str, Any] | None = None
+        self.root, self.spec = root / spec["folder"], spec
 
-    def load_model(self, j: int, *, init: bool = False, device: str = "cpu") -> Any:
+    def load_model(self, *, init: bool = False, device: str = "cpu") -> Any:
         """The model at its final (or initial) weights, as Zoo.load_model builds it."""
         from safetensors.torch import load_file, safe_open
 
-        from ..models import build_model
-        spec = self.models[j]
-        name = spec.get("init" if init else "checkpoint")
+        from ...models import build_model
+        name = self.spec.get("init" if init else "checkpoint")
         if name is None:
             raise FileNotFoundError(f"this zoo has no {'initial' if init else 'final'} checkpoint of the model")
         path = str(self.root / name)
         with safe_open(path, framework="pt") as f:
             meta = json.loads((f.metadata() or {}).get("genbench", "{}"))
-        model = build_model(meta.get("family", spec["family"]), meta.get("arch", spec["arch"]))
+        model = build_model(meta.get("family", self.spec["family"]), meta.get("arch", self.spec["arch"]))
         model.load_state_dict(load_file(path))
         return model.to(device).eval()
 
-    def training_set(self, j: int) -> Any:
+    def training_set(self) -> Any:
         """The model's training set, fresh tensors for every call (a measure may change them in place)."""
         from safetensors.torch import load_file
 
-        from ..zoo.data import TrainingSet
-        t = self.models[j].get("train")
+        from ...zoo.data import TrainingSet
+        t = self.spec.get("train")
         if t is None:
             return None
-        if self._tensors is None:
-            self._tensors = load_file(str(self.root / "train.safetensors"))
-        return TrainingSet(x=self._tensors[t["x"]].clone(), y=self._tensors[t["y"]].clone(),
-                           num_classes=t["num_classes"], data_kind=t["data_kind"], augmentation=t["augmentation"])
+        tensors = load_file(str(self.root / t["file"]))
+        return TrainingSet(x=tensors["x"], y=tensors["y"], num_classes=t["num_classes"], data_kind=t["data_kind"],
+                           augmentation=t["augmentation"])
 
 
-def call(m: Any, zoo: JobZoo, task: dict[str, Any], device: str) -> dict[str, Any]:
+def call(m: Any, where: JobModel, task: dict[str, Any], device: str) -> dict[str, Any]:
     """One measure call on one model, as the harness's run_measure makes it; its raw outcome."""
     import numpy as np
     import torch
 
-    from ..harness.evaluate import make_context
-    from ..measures.context import BudgetExceeded
-    from ..measures.weights import rescale_relu_pair
-    j = task["model"]
+    from ...harness.evaluate import make_context
+    from ...measures.context import BudgetExceeded
+    from ...measures.weights import rescale_relu_pair
     try:
-        model = zoo.load_model(j, device=device)
+        model = where.load_model(device=device)
         if task["alpha"] is not None:
             model = rescale_relu_pair(model, task["alpha"])
-        train = zoo.training_set(j)
+        train = where.training_set()
     except Exception as e:
         return {"raised": ["SandboxError", _text(f"the sandbox could not load the model: {type(e).__name__}: {e}")],
                 "seconds": 0.0}
@@ -91,7 +89,7 @@ def call(m: Any, zoo: JobZoo, task: dict[str, Any], device: str) -> dict[str, An
 
     def init_model() -> Any:
         if not init:
-            init.append(zoo.load_model(j, init=True, device=device))
+            init.append(where.load_model(init=True, device=device))
         return copy.deepcopy(init[0])
 
     ctx = make_context(m, model=model, train=train, init_model=init_model, memo={}, device=device,
@@ -117,17 +115,18 @@ def call(m: Any, zoo: JobZoo, task: dict[str, Any], device: str) -> dict[str, An
     return {"value": arr.ravel().tolist(), "shape": list(arr.shape), "seconds": seconds}
 
 
-def run(job_file: Path, fd: int) -> int:
-    """Do the job: import measure.py, then one call per task, every outcome sent on channel `fd`."""
+def run(job_file: Path, requests: int, fd: int) -> int:
+    """Do the job: import measure.py, then one call per request read from `requests`, every outcome sent on
+    channel `fd`, until the parent ends the run."""
     job = json.loads(job_file.read_text())
     import threadpoolctl  # noqa: F401 - loaded before the memory cap, like everything of genbench's
     import torch  # noqa: F401
 
-    from ..harness.evaluate import make_context  # noqa: F401
-    from ..measures import get_measure, import_measure_file, list_measures
-    from ..measures.weights import rescale_relu_pair  # noqa: F401
-    from ..models import build_model  # noqa: F401
-    from ..zoo.data import TrainingSet  # noqa: F401
+    from ...harness.evaluate import make_context  # noqa: F401
+    from ...measures import get_measure, import_measure_file, list_measures
+    from ...measures.weights import rescale_relu_pair  # noqa: F401
+    from ...models import build_model  # noqa: F401
+    from ...zoo.data import TrainingSet  # noqa: F401
     device, entry, limit = job["device"], job["entry"], int(job["memory_bytes"])
     if not device.startswith("cuda"):  # CUDA reserves huge address ranges: there the sandbox's limit is the cap
         cap_memory(limit)
@@ -149,20 +148,19 @@ def run(job_file: Path, fd: int) -> int:
     send(fd, ready={"kind": m.kind, "needs": list(m.needs), "invariances": list(m.invariances),
                     "transform": m.transform, "higher_means": m.higher_means, "version": m.version,
                     "citation": _text(m.citation), "doc": _text(m.doc), "registered": registered[:1000]})
-    zoos = [JobZoo(job_file.parent / z["folder"], z) for z in job["zoos"]]
-    with pinned_threads():  # the thread count of every record's values (genbench/numerics.py)
-        for k, task in enumerate(job["tasks"]):
-            if task["only_if"] and task["only_if"] not in m.invariances:
-                send(fd, task=k, skipped=True)
-            else:
-                send(fd, task=k, **call(m, zoos[task["zoo"]], task, device))
-    send(fd, done=True)
-    return 0
+    with pinned_threads(), os.fdopen(requests, "rb") as asked:  # pinned: the thread count of every record's values
+        for line in asked:
+            task = json.loads(line)
+            if task.get("end"):
+                send(fd, done=True)
+                return 0
+            send(fd, task=task["task"], **call(m, JobModel(job_file.parent, task["model"]), task, device))
+    return 0  # the parent went away without ending the run
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return run(Path(argv[0]), int(argv[1]))
+    return run(Path(argv[0]), int(argv[1]), int(argv[2]))
 
 
 if __name__ == "__main__":

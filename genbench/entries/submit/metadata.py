@@ -9,8 +9,9 @@ from typing import Any
 
 import yaml
 
-from ..defaults import DEFAULT_ZOO
-from ..errors import GenbenchError, did_you_mean
+from ...defaults import DEFAULT_ZOO
+from ...errors import GenbenchError, did_you_mean
+from ...paths import PACKAGE
 
 SUBMISSIONS = "submissions"  # the checkout's folder of submissions
 SUBMISSION_FILE = "submission.yaml"
@@ -65,7 +66,7 @@ def trusted_submissions_dir() -> Path | None:
     """The checkout's submissions/ folder (beside leaderboard/), when genbench runs from a checkout of its
     repository: where `genbench verify` finds a record's submission by its entry name; None for an installed
     package."""
-    root = Path(__file__).resolve().parents[2]
+    root = PACKAGE.parent
     folder = root / SUBMISSIONS
     return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None
 

@@ -1,12 +1,14 @@
-"""The worker's result channel: one JSON object per line on a pipe that only the parent reads (its file descriptor
-is handed to the worker; the worker's stdout is shown to the user and never parsed). Everything that arrives on
-it is untrusted input, because the submitted code runs in the worker's process and can write to any descriptor
-the worker holds: `Protocol` checks each message's form and order, and the first one out of place ends the run.
+"""The worker's two channels. Requests: one JSON object per line on a pipe the parent writes and the worker reads,
+one measure call each ({"task": K, "model": WHERE, "alpha", "budget_s", "seed"}), then {"end": true}. Results: one
+JSON object per line on a pipe that only the parent reads (its file descriptor is the worker's last argument; the
+worker's stdout is shown to the user and never parsed). Everything that arrives on the result channel is untrusted
+input, because the submitted code runs in the worker's process and can write to any descriptor the worker holds:
+`Protocol` checks each message's form and order, and the first one out of place ends the run.
 
-Messages, in order: {"stage": "importing measure.py"}; then {"failed": REASON} (the import failed) or {"ready":
-METADATA}; then one {"task": K, ...} per task in order, K = 0, 1, ...: the raw outcome of one measure call
-({"value": [...], "shape": [...]}, {"raised": [TYPE, MESSAGE]}, {"budget": MESSAGE}, {"nonnumeric": TYPE} or
-{"skipped": true}) with its "seconds"; then {"done": true}."""
+Results, in order: {"stage": "importing measure.py"}; then {"failed": REASON} (the import failed) or {"ready":
+METADATA}; then one {"task": K, ...} per request in order, K = 0, 1, ...: the raw outcome of one measure call
+({"value": [...], "shape": [...]}, {"raised": [TYPE, MESSAGE]}, {"budget": MESSAGE} or {"nonnumeric": TYPE}) with
+its "seconds"; then, once the parent ended the run, {"done": true}."""
 from __future__ import annotations
 
 import json
@@ -14,17 +16,17 @@ import math
 import os
 from typing import Any
 
-from ..measures.registry import HIGHER_MEANS, INVARIANCES, KINDS, NEEDS, TRANSFORMS
+from ...measures.registry import HIGHER_MEANS, INVARIANCES, KINDS, NEEDS, TRANSFORMS
 
 MAX_LINE = 16 << 20  # bytes of one message at most
 MAX_COMPONENTS = 100_000  # numbers in one measure value at most
 MAX_TEXT = 4000  # characters of a reason, an error message or a citation at most
 IMPORTING = "importing measure.py"
-OUTCOMES = ("value", "raised", "budget", "nonnumeric", "skipped")
+OUTCOMES = ("value", "raised", "budget", "nonnumeric")
 
 
 def send(fd: int, **message: Any) -> None:
-    """Write one message (one line) to the channel (the worker's side)."""
+    """Write one message (one line) to a channel: a result (the worker's side) or a request (the parent's)."""
     data = (json.dumps(message, allow_nan=True) + "\n").encode()
     while data:
         data = data[os.write(fd, data):]
@@ -75,10 +77,6 @@ def check_outcome(msg: dict[str, Any]) -> dict[str, Any]:
     if len(keys) != 1 or set(msg) - {"task", "seconds", "shape", *OUTCOMES}:
         raise ProtocolError(f"task {msg.get('task')} has keys {sorted(msg)}")
     key = keys[0]
-    if key == "skipped":
-        if msg["skipped"] is not True:
-            raise ProtocolError("'skipped' must be true")
-        return {"skipped": True}
     seconds = msg.get("seconds")
     if not _number(seconds) or not math.isfinite(seconds) or seconds < 0:
         raise ProtocolError(f"task {msg['task']}: seconds {seconds!r} is not a finite non-negative number")
@@ -113,15 +111,26 @@ def check_outcome(msg: dict[str, Any]) -> dict[str, Any]:
 
 
 class Protocol:
-    """The parent's reading of the channel: each line checked against the message expected next."""
+    """The parent's reading of the result channel: each line checked against the message expected next; the
+    parent says when it asks for a call (`ask`) and when it asks for no more (`end`)."""
 
-    def __init__(self, n_tasks: int):
-        self.n_tasks = n_tasks
+    def __init__(self) -> None:
+        self.asked = 0  # calls requested so far
+        self.ended = False  # the parent asked for no more calls
         self.importing = False  # the worker said it is importing measure.py
         self.failed: str | None = None  # why the import failed, as the worker said
         self.meta: dict[str, Any] | None = None  # the measure's metadata, once ready
         self.results: list[dict[str, Any]] = []  # the outcome of each task, in order
         self.done = False
+
+    def ask(self) -> int:
+        """Note one more request; its task number."""
+        self.asked += 1
+        return self.asked - 1
+
+    def end(self) -> None:
+        """Note that no more calls will be asked for: 'done' may come once every asked one is answered."""
+        self.ended = True
 
     def feed(self, line: bytes) -> str:
         """Read one line; return what it was ('importing', 'failed', 'ready', 'task', 'done') or raise
@@ -158,12 +167,15 @@ class Protocol:
             self.meta = check_metadata(msg["ready"])
             return "ready"
         if msg == {"done": True}:
-            if len(self.results) != self.n_tasks:
-                raise ProtocolError(f"'done' after {len(self.results)} of {self.n_tasks} tasks")
+            if len(self.results) != self.asked or not self.ended:
+                raise ProtocolError(f"'done' after {len(self.results)} of {self.asked} tasks"
+                                    + ("" if self.ended else ", before the run ended"))
             self.done = True
             return "done"
         k = msg.get("task")
-        if k != len(self.results) or isinstance(k, bool) or k >= self.n_tasks:
+        if k != len(self.results) or isinstance(k, bool):
             raise ProtocolError(f"a result for task {k!r} where task {len(self.results)} was expected")
+        if k >= self.asked:
+            raise ProtocolError(f"a result for task {k!r}, which was not asked for")
         self.results.append(check_outcome(msg))
         return "task"

@@ -1,0 +1,24 @@
+"""The `genbench` command (typer): one module per command group, each command parsing its options, calling one
+public function and printing; `python -m genbench` via __main__.py."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from ..errors import GenbenchError
+from ..harness.malloc import keep_freed_memory
+from . import zoo, measures, leaderboard, entries, analysis, submit  # noqa: F401,E401  (registers the commands, in order)
+from .app import app, console
+
+__all__ = ["app", "console", "main"]
+
+
+def main() -> None:
+    """Entry point: user errors become one readable line and exit status 2."""
+    keep_freed_memory()
+    try:
+        app()
+    except GenbenchError as e:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {e}", highlight=False)
+        sys.exit(2)

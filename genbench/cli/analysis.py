@@ -1,0 +1,109 @@
+"""`genbench evaluate`, `score` and `audit`: a zoo's values, their scores and a measure's fragility audit."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
+from ..errors import GenbenchError
+from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scores
+from .app import app, console
+from .options import Address, BudgetS, Device, Executor, NBoot, Zoo, allow_partial, check_limits
+
+
+@app.command("evaluate")
+def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names or glob patterns, e.g. 'margin.*'"),
+                 zoo: Zoo = ...,
+                 device: Device = None,
+                 budget_s: BudgetS = BUDGET_S,
+                 models: Optional[list[str]] = typer.Option(None, "--models", help="model ids or glob patterns"),
+                 seed: int = typer.Option(SEED, help="seed of every measure's generator"),
+                 out: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
+                 no_cache: bool = typer.Option(False, "--no-cache", help="recompute every value"),
+                 executor: Executor = "local",
+                 address: Address = None,
+                 ) -> None:
+    """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
+    from ..harness import evaluate, save_values, values_path
+    from ..zoo import load_zoo
+
+    check_limits(seconds={"--budget-s": budget_s})
+    z = load_zoo(zoo)
+    df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
+                  cache=not no_cache, address=address)
+    path = save_values(df, out or values_path(z.name), replace=out is None)  # never overwrites another zoo's --out
+    t = Table("measure", "kind", "ok", "failed", "seconds", "first failure", title=f"{z.name}: {len(df)} models")
+    for name, info in df.attrs["measures"].items():
+        errors = df[f"{name}:error"]
+        first = next((f"{mid}: {e}" for mid, e in zip(df["model_id"], errors) if e), "")
+        t.add_row(name, info["kind"], str(int(errors.isna().sum())), str(int(errors.notna().sum())),
+                  f"{df.attrs['seconds'].get(name, 0.0):.1f}", first[:80])
+    console.print(t)
+    console.print(f"values: {path}")
+
+
+@app.command("score")
+def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all evaluated)"),
+              zoo: Zoo = ...,
+              target: str = typer.Option("gap", help="gap or test_acc"),
+              table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
+              n_boot: NBoot = N_BOOT,
+              values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
+              allow_partial: bool = allow_partial("score a partial zoo (not every model of its recipe built): the "
+                                                  "scores describe those models only"),
+              ) -> None:
+    """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
+    from ..harness.values import values_for
+    from ..scoring import score
+    from ..scoring.demogen import MEASURES
+    from ..zoo import load_zoo
+
+    if table not in (None, "demogen"):
+        raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
+    check_limits(counts={"--n-boot": n_boot})
+    z = load_zoo(zoo)
+    z.require_complete(allow_partial=allow_partial)  # before any value is computed
+    if not z.complete:
+        console.print(f"note: zoo {z.name!r} is {z.state()}; the scores describe these models only",
+                      style="yellow", markup=False, highlight=False)
+    df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
+    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial)
+    if table == "demogen":
+        print_demogen_tables(console, scores, z.name)
+    else:
+        print_scores(console, scores, z.name, target)
+
+
+@app.command("audit")
+def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
+              zoo: str = typer.Option(AUDIT_ZOO, "--zoo", help="zoo name or folder (twins and learning curves)"),
+              device: Device = None,
+              control_models: int = typer.Option(4, "--control-models", help="models in the rescaling control"),
+              n_boot: int = typer.Option(N_BOOT, "--n-boot", help="accepted for scripts; the audit's tests are "
+                                         "analytic (seed-level standard errors), not bootstrapped"),
+              details: bool = typer.Option(False, "--details", help="also print the per-cell and per-curve tables"),
+              json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
+              plot: Optional[Path] = typer.Option(None, "--plot", help="write the learning curves (measure and test "
+                                                  "error against train size, per arm) here: .svg or .png"),
+              ) -> None:
+    """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
+    from ..fileio import write_json_atomic
+    from ..scoring import audit
+    from ..zoo import load_zoo
+
+    check_limits(counts={"--n-boot": n_boot})
+    if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
+        raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
+    z = load_zoo(zoo)
+    report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
+    print_audit(console, report, measure, z.name, details=details)
+    if json_out:
+        write_json_atomic(json_out, report.to_dict())
+        console.print(f"report written to {json_out}")
+    if plot is not None:
+        from ..leaderboard.curves import write_curve_plot
+        write_curve_plot(report, plot, measure=measure, form=report.form)
+        console.print(f"learning curves written to {plot}")

@@ -1,0 +1,179 @@
+"""`genbench leaderboard run|baselines|add|push` and `genbench verify`: make, re-make, add and publish records."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from rich.table import Table
+
+from ..defaults import AUDIT_ZOO, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
+from ..errors import GenbenchError
+from ..leaderboard.format import number
+from .app import app, console, leaderboard_app
+from .options import (Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions, Zoos,
+                      allow_partial, check_limits)
+from .zoo import report_push
+
+if TYPE_CHECKING:
+    from ..entries.verify import Verification
+    from ..zoo.storage import Zoo
+
+
+@leaderboard_app.command("push")
+def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result records, e.g. {SHIPPED_RESULTS}"),
+                     repo: Repo = ...,
+                     private: Private = False,
+                     ) -> None:
+    """Publish result records (JSON) as a Hub dataset repo."""
+    from ..entries.publish import push_results
+
+    report_push(push_results(folder, repo, private=private), "result records")
+
+
+
+@leaderboard_app.command("run")
+def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
+                    zoo: Zoos = [DEFAULT_ZOO],
+                    results: ResultsOut = None,
+                    audit_zoo: Optional[str] = typer.Option(AUDIT_ZOO, "--audit-zoo",
+                                                            help="zoo for the fragility audit ('' to skip)"),
+                    device: Device = None,
+                    n_boot: NBoot = N_BOOT,
+                    allow_partial: bool = allow_partial(),
+                    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also write the zoo's "
+                                                   "baseline rows (see `genbench leaderboard baselines`)"),
+                    ) -> None:
+    """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
+    from tqdm import tqdm
+
+    from ..entries.run import run_entry
+    from ..leaderboard.standings import partial_note
+    from ..measures.registry import resolve_measures
+    from ..record import Record, write_record
+    from ..zoo import load_zoo
+
+    check_limits(counts={"--n-boot": n_boot})
+    names = [m.name for m in resolve_measures(measures)]
+    zoos = {z: load_zoo(z) for z in zoo}
+    for loaded in zoos.values():  # every zoo checked before the first record is computed
+        loaded.require_complete(allow_partial=allow_partial)
+    for z, loaded in zoos.items():
+        for name in tqdm(names, desc=f"records on {z}", unit="entry"):
+            cmd = (f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
+                   + ("" if loaded.complete else " --allow-partial"))
+            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot,
+                                   command=cmd, allow_partial=allow_partial))
+            path = write_record(rec, results)
+            note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
+            console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
+                          f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
+        if baselines:
+            _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+
+
+def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_boot: int,
+                     allow_partial: bool) -> None:
+    """Make and write the baseline rows of one zoo, one line each."""
+    from ..entries.run import run_baselines
+    from ..record import Record, write_record
+
+    cmd = f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
+    for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, command=cmd, progress=True,
+                                         allow_partial=allow_partial)):
+        path = write_record(rec, results)
+        said = f"k-fold R2 {number(rec.score('kfold_r2'))}" if rec.ok else f"not made: {rec.failure}"
+        console.print(f"{zoo.name} {rec.name}: {said} -> {path}", markup=False, highlight=False)
+
+
+@leaderboard_app.command("baselines")
+def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None, device: Device = None,
+                          n_boot: NBoot = N_BOOT, allow_partial: bool = allow_partial()) -> None:
+    """Write the baseline rows: the gap predicted from the hyperparameters, from every built-in scalar measure at
+    once, and from the training loss and accuracy. A measure below baseline.hparams adds nothing the recipe said."""
+    from ..zoo import load_zoo
+
+    check_limits(counts={"--n-boot": n_boot})
+    zoos = [load_zoo(z) for z in zoo]
+    for loaded in zoos:
+        loaded.require_complete(allow_partial=allow_partial)
+    for loaded in zoos:
+        _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+
+
+@app.command("verify")
+def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (ZOO/NAME.json in a results "
+                                                                 "folder)"),
+               rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None, submissions: Submissions = None,
+               zoo: CitedZoo = None,
+               ) -> None:
+    """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
+
+    A submission's record is re-made in the sandbox from SUBMISSIONS/NAME only, and every field but the timings
+    is compared."""
+    from ..entries.verify import verify_record
+
+    failed = 0
+    for path in records:
+        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
+        if v.ok:
+            console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g})")
+            continue
+        failed += 1
+        console.print(f"[red]does not reproduce[/red] {path}")
+        _print_why(v)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_why(v: Verification) -> None:
+    """Why a record was not reproduced: its problems, then the numbers that differ beyond the tolerance."""
+    for p in v.problems:
+        console.print(f"  {p}", markup=False, highlight=False)
+    if v.differences:
+        t = Table("field", "recorded", "recomputed", title=f"{len(v.differences)} differences beyond "
+                                                             f"rtol {v.rtol:g}, atol {v.atol:g}")
+        for field_, old, new in v.differences[:40]:
+            t.add_row(field_, str(old)[:40], str(new)[:40])
+        console.print(t)
+
+
+@leaderboard_app.command("add")
+def leaderboard_add(records: list[Path] = typer.Argument(..., help="result record files, e.g. "
+                                                          "$GENBENCH_HOME/results/ZOO/NAME.json"),
+                    to: Optional[Path] = typer.Option(None, "--to", help="the shipped folder of verified records "
+                                                      f"(default: the {SHIPPED_RESULTS} of the checkout genbench "
+                                                      "runs from)"),
+                    rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None,
+                    submissions: Submissions = None, zoo: CitedZoo = None,
+                    ) -> None:
+    """Verify records and copy each one that reproduces into the shipped folder of verified records.
+
+    Each record is recomputed from scratch (no cache) and copied atomically when every number reproduces; failed
+    records and those that do not reproduce are refused, saying why."""
+    from rich.markup import escape
+
+    from .. import paths
+    from ..entries.verify import add_record
+
+    if to is None:
+        to = paths.shipped_results_dir()
+        if to is None:
+            raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parents[1]}), not from a "
+                                f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
+                                f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
+    refused = 0
+    for path in records:
+        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
+        if v.ok:
+            how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced
+                                                                        else "")
+            console.print(f"[green]added[/green] {escape(str(path))} -> {escape(str(v.added))} ({how})",
+                          highlight=False)
+            continue
+        refused += 1
+        console.print(f"[red]refused[/red] {escape(str(path))}: " + ("does not reproduce" if v.differences else
+                                                                     "not added"), highlight=False)
+        _print_why(v)
+    if refused:
+        raise typer.Exit(1)

@@ -1,0 +1,53 @@
+"""`genbench measures ...`: list the registered measures and run their conformance suite."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..defaults import CHECK_ZOO
+from ..errors import GenbenchError
+from .app import console, measures_app
+from .options import BudgetS, Device, check_limits
+
+
+@measures_app.command("list")
+def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'margin.*'")) -> None:
+    """List the registered measures: kind, needs, transform and what each computes."""
+    from ..measures import get_measure, list_measures
+
+    names = list_measures(pattern)
+    if not names:
+        raise GenbenchError(f"no measure matches {pattern!r}; `genbench measures list` shows them all")
+    t = Table("measure", "kind", "needs", "phi", "what it computes", title=f"{len(names)} measures",
+              caption="kind: scalar (one number per model) or signature (a vector per model, regressed as in "
+                      "DEMOGEN); needs: what the measure sees besides the model (train_data: the exact training "
+                      "set; init_weights: the model at initialisation; augment: the zoo's augmentation); phi: "
+                      "the transform the scorer applies before regressing (log or linear; empty: the raw value)",
+              caption_justify="left")
+    for n in names:
+        m = get_measure(n)
+        t.add_row(n, m.kind, ",".join(m.needs), m.transform or "", m.doc)
+    console.print(t)
+
+
+@measures_app.command("check")
+def measures_check(names: list[str] = typer.Argument(..., help="measure names or glob patterns"),
+                   zoo: Optional[str] = typer.Option(None, help=f"zoo to check on (default: {CHECK_ZOO}, built if missing)"),
+                   models: int = typer.Option(2, help="number of models to run on"),
+                   budget_s: BudgetS = 60.0,
+                   device: Device = None,
+                   ) -> None:
+    """Run the conformance suite: deterministic, finite, stable shape, budget, invariances."""
+    from ..harness import check_measure
+    from ..measures import resolve_measures
+
+    check_limits(seconds={"--budget-s": budget_s}, counts={"--models": models})
+    failed = 0
+    for m in resolve_measures(names):
+        report = check_measure(m, zoo, models=models, budget_s=budget_s, device=device)
+        console.print(str(report), style=None if report.passed else "red", highlight=False)
+        failed += not report.passed
+    if failed:
+        raise typer.Exit(1)

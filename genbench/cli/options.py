@@ -1,0 +1,61 @@
+"""The options several commands share, declared once, and the checks of their values."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+import yaml
+
+from ..errors import GenbenchError
+
+Device = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N (default: cuda if present)")]
+NBoot = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples for the 95% intervals")]
+BudgetS = Annotated[float, typer.Option("--budget-s", help="seconds allowed per model and measure")]
+Zoo = Annotated[str, typer.Option("--zoo", help="zoo name or folder")]
+Zoos = Annotated[list[str], typer.Option("--zoo", help="zoo(s) to score on")]
+ResultsOut = Annotated[Optional[Path], typer.Option("--results", help="folder to write the records to (default: "
+                                                    "$GENBENCH_HOME/results)")]
+Rtol = Annotated[float, typer.Option(help="relative tolerance")]
+Atol = Annotated[float, typer.Option(help="absolute tolerance")]
+Private = Annotated[bool, typer.Option("--private", help="create the repo private")]
+Repo = Annotated[str, typer.Argument(help="Hub dataset repo ORG/NAME to create or update")]
+CitedZoo = Annotated[Optional[str], typer.Option(
+    "--zoo", help="a copy of the zoo the records cite: folder, local name or hf://ORG/NAME[@REVISION] (default: the "
+    "record's own zoo, else the canonical copy on the Hub found by the record's table hash)")]
+Submissions = Annotated[Optional[Path], typer.Option(
+    "--submissions", help="the trusted folder of submissions a submission's record is re-run from, as DIR/NAME "
+    "(default: the checkout's submissions/)")]
+Executor = Annotated[str, typer.Option(help="where to run the work: local, or ray (as Ray tasks)")]
+Address = Annotated[Optional[str], typer.Option(help="Ray cluster address (with --executor ray)")]
+PARTIAL = ("score a partial zoo too (not every model of its recipe built): its records are marked partial and not "
+           "ranked")
+
+
+def allow_partial(help: str = PARTIAL) -> typer.models.OptionInfo:
+    """--allow-partial, saying what it does for the command."""
+    return typer.Option(False, "--allow-partial", help=help)
+
+
+def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[str, int] | None = None) -> None:
+    """Refuse budgets, timeouts and memory caps that are not positive finite numbers, and counts below 1, before
+    anything runs (a zero, negative or nan budget would turn every model into a failure, or a good record into a
+    failure record)."""
+    for flag, v in (seconds or {}).items():
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise GenbenchError(f"{flag} must be a positive number, got {v!r}")
+    for flag, v in (counts or {}).items():
+        if v < 1:
+            raise GenbenchError(f"{flag} must be at least 1, got {v!r}")
+
+
+def overrides(pairs: list[str]) -> dict:
+    """--set KEY=VALUE pairs as a dict of YAML values."""
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise GenbenchError(f"--set takes KEY=VALUE (e.g. train.epochs=2), got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out

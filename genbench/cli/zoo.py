@@ -1,0 +1,135 @@
+"""`genbench zoo ...`: build, inspect, verify, download and publish model zoos."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from rich.table import Table
+
+from .app import console, zoo_app
+from .options import Address, Device, Executor, Private, Repo, overrides
+
+if TYPE_CHECKING:
+    from ..zoo.hub import Pushed
+    from ..zoo.storage import Zoo
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """List the recipes in model_zoo/ and every zoo folder under $GENBENCH_HOME/zoos with its state: complete,
+    partial (some models missing), empty (no model built yet) or broken (unreadable)."""
+    from rich.markup import escape
+
+    from ..zoo import list_recipes
+    from ..zoo.storage import local_zoo_states
+
+    recipes = set(list_recipes())
+    states = {s.name: s for s in local_zoo_states()}
+    table = Table("name", "recipe", "state", "models", "note")
+    for name in sorted(recipes | set(states)):
+        st = states.get(name)
+        if st is None:
+            table.add_row(name, "yes", "not built", "", "")
+            continue
+        models = ("" if st.models is None else str(st.models) if st.state == "complete" or st.expected is None
+                  else f"{st.models} of {st.expected}")
+        table.add_row(escape(name), "yes" if name in recipes else "", st.state, models, escape(st.detail))
+    console.print(table)
+
+
+@zoo_app.command("build")
+def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAME.yaml) or path to a YAML file"),
+              limit: Optional[int] = typer.Option(None, help="build only the first N models of the grid"),
+              device: Device = None,
+              out: Optional[Path] = typer.Option(None, help="zoo folder (default: $GENBENCH_HOME/zoos/NAME)"),
+              set_: list[str] = typer.Option([], "--set", help="override a recipe key, e.g. --set train.epochs=2"),
+              executor: Executor = "local",
+              address: Address = None,
+              ) -> None:
+    """Train the models of a recipe (resumes: finished models are kept)."""
+    from ..zoo import build_zoo
+
+    zoo = build_zoo(recipe, out, limit=limit, device=device, overrides=overrides(set_), executor=executor,
+                    address=address)
+    console.print(f"zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}")
+    print_info(zoo)
+
+
+def print_info(zoo: Zoo) -> None:
+    """A zoo's size, accuracy and gap ranges, grid axes, convergence and state."""
+    from ..zoo.card import summary
+
+    s = summary(zoo)
+    count = f"{s['models']} models" if zoo.complete else f"{s['models']} of {s['expected_models']} models: partial"
+    t = Table(title=f"{zoo.name} ({count}, {zoo.root})", show_header=True)
+    t.add_column("")
+    t.add_column("min", justify="right")
+    t.add_column("max", justify="right")
+    for col, label in (("train_acc", "train accuracy"), ("test_acc", "test accuracy"), ("gap", "gap")):
+        t.add_row(label, f"{s[col + '_min']:.3f}", f"{s[col + '_max']:.3f}")
+    console.print(t)
+    for axis, values in zoo.hparams.items():
+        console.print(f"  {axis}: {values}")
+    if "converged" in s:
+        console.print(f"  converged (stopping rule met): {s['converged']}/{s['models']}")
+    console.print(f"  training time (sum over models): {s['train_seconds']:.1f} s")
+    console.print(f"  {zoo.state()}", markup=False, highlight=False, style=None if zoo.complete else "yellow")
+
+
+@zoo_app.command("info")
+def zoo_info(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
+    """Summarise a zoo: size, accuracy and gap ranges, grid axes."""
+    from ..zoo import load_zoo
+
+    print_info(load_zoo(zoo))
+
+
+@zoo_app.command("verify")
+def zoo_verify(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
+    """Re-hash every file of a zoo against its recorded sha256."""
+    from ..zoo import load_zoo
+
+    z = load_zoo(zoo)
+    problems = z.verify()
+    for p in problems:
+        console.print(f"[red]{p}[/red]")
+    if problems:
+        raise typer.Exit(1)
+    console.print(f"zoo {z.name!r}: all {2 * len(z) + len(z.manifest['files'])} files match their sha256")
+
+
+@zoo_app.command("download")
+def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME (or hf://ORG/NAME)"),
+                 revision: Optional[str] = typer.Option(None, help="branch, tag or commit SHA (default: main)"),
+                 models: Optional[list[str]] = typer.Option(None, "--models", help="only these model ids or glob patterns"),
+                 force: bool = typer.Option(False, "--force", help="download again even if in the HF cache"),
+                 ) -> None:
+    """Download a zoo from the Hub into the HF cache; every file is checked against zoo.json."""
+    from ..zoo.hub import download_zoo
+
+    z = download_zoo(repo, revision=revision, models=models, force=force)
+    console.print(f"zoo {z.name!r} from {z.repo_id} at commit {z.revision}: {len(z)} models in {z.root}")
+    if z.missing_models:
+        console.print(f"  not downloaded: {len(z.missing_models)} models (fetch them with --models)")
+    console.print(f"  open it with gb.load_zoo('hf://{z.repo_id}', revision='{z.revision}')")
+
+
+@zoo_app.command("push")
+def zoo_push(folder: str = typer.Argument(..., help="zoo folder (or the name of a locally built zoo)"),
+             repo: Repo = ...,
+             private: Private = False,
+             ) -> None:
+    """Publish a zoo as a Hub dataset repo (verified first; the card makes the table load with `datasets`)."""
+    from ..zoo.hub import push_zoo
+
+    pushed = push_zoo(folder, repo, private=private)
+    report_push(pushed, "files")
+    console.print(f"  tagged {pushed.tag}: records made on this zoo are verified against exactly this copy")
+    console.print(f"  download it with `genbench zoo download {pushed.repo_id}` (add --revision {pushed.tag} for "
+                  "this version)")
+
+
+def report_push(pushed: Pushed, what: str) -> None:
+    """One line: how many files went where, and the commit they made."""
+    console.print(f"pushed {len(pushed.files)} {what} to {pushed.url}" + (f" (commit {pushed.commit})" if pushed.commit else ""))

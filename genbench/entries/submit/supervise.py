@@ -1,0 +1,348 @@
+"""The parent's side of `genbench submit`: start the worker (in the bubblewrap sandbox, or unsandboxed when the user
+asked for it), show its output, send it the harness's calls one at a time and read their outcomes on its result
+channel, and end it (with everything it started) on a timeout, a hang at import or in a measure call, too much
+memory, or a message out of place; say why it ended early.
+
+The clocks are the parent's own, kept by a watcher thread while the harness runs here: the worker's start-up
+(Python, torch, genbench: trusted code) has START_S, the import of measure.py its own budget, and each call its
+per-model budget plus a grace, counted from the moment it was asked for. Nothing the worker prints can stop a
+clock; a forged result is only a value."""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .events import MAX_LINE, Protocol, ProtocolError, send
+from .sandbox import JOB_DIR, MemoryLimit, bwrap_argv, scratch_dir, scrubbed_env
+
+WORKER_MODULE = "genbench.entries.submit.worker"
+LINE_LIMIT = 1 << 16  # bytes of worker output read as one line at most
+HANG_GRACE_S = 10.0  # a single measure call may run budget_s + max(HANG_GRACE_S, budget_s) before it counts as hung
+IMPORT_GRACE_S = 60.0  # importing measure.py may take the per-model budget plus this
+START_S = 600.0  # starting Python, torch and genbench in the worker, before measure.py is imported
+POLL_S = 0.05
+
+
+class WorkerGone(Exception):
+    """The worker was ended before it answered (its reason: a hang, a crash, the memory cap, a broken protocol)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class WorkerRun:
+    """What came back from the worker: the channel's messages (checked), when each call was asked for (the parent's
+    clock) with its budget and stage, why the run ended early (None: not ended early), and how long it took."""
+
+    protocol: Protocol
+    asked_at: list[float] = field(default_factory=list)
+    budgets: list[float | None] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+    reason: str | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    importing_at: float | None = None  # when the worker said it starts importing measure.py
+    ready_at: float | None = None  # when the measure's metadata arrived
+
+
+def _pump(stream: Any, tail: collections.deque, echo: Callable[[str, str], None]) -> None:
+    """Show the worker's output line by line (never parsed: it is the submission's to print) and keep its tail."""
+    for raw in iter(lambda: stream.readline(LINE_LIMIT), b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        tail.append(line)
+        try:
+            echo(line, "output")
+        except Exception:  # a broken console must not stop the reading, or the worker would block on a full pipe
+            pass
+    stream.close()
+
+
+def _read_channel(fd: int, run: WorkerRun, lock: threading.Condition, problem: list[str]) -> None:
+    """Feed the channel's lines to the protocol, waking whoever waits for a result; stop at the first bad one."""
+    with os.fdopen(fd, "rb") as f:
+        while True:
+            line = f.readline(MAX_LINE + 1)
+            if not line:
+                return
+            with lock:
+                try:
+                    kind = run.protocol.feed(line)
+                except ProtocolError as e:
+                    problem.append(str(e))
+                    return
+                finally:
+                    lock.notify_all()
+                now = time.monotonic()
+                if kind == "ready":
+                    run.ready_at = now
+                elif kind == "importing":
+                    run.importing_at = now
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and all its descendants (in a PID namespace, orphans of the sandbox stay below its init)."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields and len(fields) > 2:
+                children[int(fields[1])].append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _kill(proc: subprocess.Popen, memory: MemoryLimit) -> None:
+    """Kill the worker and everything it started: its process group, its process tree, its cgroup."""
+    pids = _tree(proc.pid)
+    for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), *(lambda p=p: os.kill(p, signal.SIGKILL) for p in pids)):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+    memory.kill_all()
+
+
+def _crash_reason(code: int, stage: str, tail: collections.deque, memory: MemoryLimit, oom: bool,
+                  sandboxed: bool) -> str:
+    """Why the worker ended without finishing: its exit status or signal, the stage, and its last output."""
+    lines = [ln for ln in tail if ln.strip()][-8:]
+    shown = ("; last output: " + " | ".join(lines)[-800:]) if lines else ""
+    gb = f"{memory.limit_bytes / 2**30:g} GB"
+    if oom:
+        return (f"exceeded the memory cap of {gb}: the kernel killed the worker while {stage} for going over the "
+                f"sandbox's memory limit ({memory.describe()}){shown}")
+    sig = -code if code < 0 else code - 128 if sandboxed and 128 < code < 160 else None
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if sig == signal.SIGKILL:
+            return (f"crashed while {stage}: the worker was killed by SIGKILL (most often the system's "
+                    f"out-of-memory killer; the memory cap was {gb}){shown}")
+        return f"crashed while {stage}: the worker died of {name}{shown}"
+    return f"crashed while {stage}: the worker exited with status {code} without writing a result{shown}"
+
+
+class Worker:
+    """The running worker of one submission: `ready()` waits for measure.py's metadata, `call()` asks for one
+    measure call and waits for its outcome, `close()` ends the run. A watcher thread keeps the clocks and the
+    memory cap and ends the worker (with everything it started) when one runs out; the waiting call then raises
+    WorkerGone with the reason."""
+
+    def __init__(self, job_file: Path, *, entry: str, sandboxed: bool, submission: Path, budget_s: float | None,
+                 memory: MemoryLimit, timeout_s: float, device: str, echo: Callable[[str, str], None]):
+        self.entry, self.sandboxed, self.memory, self.timeout_s, self.echo = entry, sandboxed, memory, timeout_s, echo
+        self.import_s = (budget_s or 0.0) + IMPORT_GRACE_S
+        self.run = WorkerRun(Protocol())
+        self.lock, self.problem = threading.Condition(), []
+        self.tail: collections.deque = collections.deque(maxlen=30)
+        self.stage_now: str | None = None
+        self.closing = False
+        self.home = str(scratch_dir("home"))
+        self._start(job_file, submission, device)
+
+    def _start(self, job_file: Path, submission: Path, device: str) -> None:
+        read_fd, write_fd = os.pipe()  # the result channel
+        ask_fd, self.ask_fd = os.pipe()  # the request channel
+        python = [sys.executable, "-u", "-m", WORKER_MODULE]
+        if self.sandboxed:
+            argv = bwrap_argv(job_dir=job_file.parent, submission=submission, tmp_bytes=self.memory.limit_bytes,
+                              cuda=device.startswith("cuda"))
+            argv = [*argv, *python, f"{JOB_DIR}/{job_file.name}", str(ask_fd), str(write_fd)]
+            env = scrubbed_env("/tmp")
+        else:
+            argv = [*python, str(job_file), str(ask_fd), str(write_fd)]
+            env = scrubbed_env(self.home)
+        self.run.started = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(self.memory.wrap(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, env=env, cwd=self.home,
+                                         pass_fds=(write_fd, ask_fd), start_new_session=True)
+        finally:
+            os.close(write_fd)
+            os.close(ask_fd)
+        self.threads = [threading.Thread(target=_pump, args=(self.proc.stdout, self.tail, self.echo), daemon=True),
+                        threading.Thread(target=_read_channel, args=(read_fd, self.run, self.lock, self.problem),
+                                         daemon=True),
+                        threading.Thread(target=self._watch, daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def stage(self) -> str:
+        """What the worker is doing now, as the user is told."""
+        p = self.run.protocol
+        if not p.importing:
+            return "starting the worker"
+        if p.meta is None:
+            return "importing measure.py"
+        n = len(p.results)
+        return self.run.stages[n] if n < len(self.run.stages) else self.run.stages[-1] if self.run.stages else \
+            "waiting for the harness"
+
+    def ready(self) -> dict[str, Any] | None:
+        """The measure's metadata once measure.py is imported; None when the import failed (protocol.failed says
+        why). WorkerGone when the worker was ended first."""
+        with self.lock:
+            while self.run.reason is None and self.run.protocol.meta is None and self.run.protocol.failed is None:
+                self.lock.wait(POLL_S)
+            if self.run.protocol.meta is None and self.run.protocol.failed is None:
+                raise WorkerGone(self.run.reason or "the worker ended")
+            return self.run.protocol.meta
+
+    def call(self, request: dict[str, Any], *, budget_s: float | None, stage: str) -> dict[str, Any]:
+        """Ask for one measure call and wait for its raw outcome (checked by the protocol)."""
+        with self.lock:
+            if self.run.reason is not None:
+                raise WorkerGone(self.run.reason)
+            k = self.run.protocol.ask()
+            self.run.asked_at.append(time.monotonic())
+            self.run.budgets.append(budget_s)
+            self.run.stages.append(stage)
+        try:
+            send(self.ask_fd, task=k, **request)
+        except OSError:
+            pass  # the worker is gone: the watcher says why
+        with self.lock:
+            while self.run.reason is None and len(self.run.protocol.results) <= k:
+                self.lock.wait(POLL_S)
+            if len(self.run.protocol.results) <= k:
+                raise WorkerGone(self.run.reason or "the worker ended")
+            return self.run.protocol.results[k]
+
+    def close(self) -> float:
+        """End the run: ask the worker to finish, then end it and everything it started; the run's seconds (once
+        closed, closing again only says them)."""
+        with self.lock:
+            if self.closing:
+                return self.run.seconds
+            self.closing = True
+            if self.run.reason is None and self.run.protocol.meta is not None:
+                self.run.protocol.end()
+                try:
+                    send(self.ask_fd, end=True)
+                except OSError:
+                    pass
+        try:
+            if self.proc.poll() is None and self.run.protocol.meta is not None and self.run.reason is None:
+                self.proc.wait(timeout=10)  # it is exiting by itself
+        except subprocess.TimeoutExpired:
+            pass
+        finally:  # Ctrl-C or any error here must not leave the worker, or anything it started, running
+            self._end()
+        return self.run.seconds
+
+    def _end(self) -> None:
+        _kill(self.proc, self.memory)
+        self.proc.wait()
+        try:
+            os.close(self.ask_fd)
+        except OSError:
+            pass
+        for t in self.threads[:2]:
+            t.join(timeout=5)
+        import shutil
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.run.seconds = time.monotonic() - self.run.started
+        with self.lock:
+            self.lock.notify_all()
+
+    def _give_up(self, reason: str) -> None:
+        """End the worker now, saying why."""
+        with self.lock:
+            if self.run.reason is None:
+                self.run.reason = reason
+            self.lock.notify_all()
+        _kill(self.proc, self.memory)
+
+    def _watch(self) -> None:
+        """The clocks and the memory cap, checked every POLL_S until the run ends."""
+        polls, shown = 0, None
+        while True:
+            time.sleep(POLL_S)
+            polls += 1
+            now = time.monotonic()
+            with self.lock:
+                p = self.run.protocol
+                if self.run.reason is not None or p.done or p.failed is not None or self.closing:
+                    return
+                n, current = len(p.results), self.stage()
+                pending = n < p.asked
+                since = self.run.asked_at[n] if pending else None
+                budget = self.run.budgets[n] if pending else None
+                importing_at = self.run.importing_at
+            if current != shown:
+                shown = current
+                self.echo(current, "stage")
+            if self.problem:
+                self._give_up(f"broke the result protocol while {current}: {self.problem[0]}; only genbench's worker "
+                              "writes to the result channel, so the submission tampered with it")
+                return
+            if self.proc.poll() is not None:
+                self.threads[1].join(timeout=5)  # the last messages may still be in the pipe
+                with self.lock:
+                    p = self.run.protocol
+                    answered = p.failed is not None or p.done or self.closing
+                if self.problem:
+                    continue  # reported on the next turn
+                if not answered:
+                    oom = self.memory.oom_kills() > 0
+                    self._give_up(_crash_reason(self.proc.returncode, self.stage(), self.tail, self.memory, oom,
+                                                self.sandboxed))
+                return
+            killed = None
+            if now - self.run.started > self.timeout_s:
+                killed = (f"timed out: the submission ran past its wall-clock limit of {self.timeout_s:g} s while "
+                          f"{current}; the worker was killed")
+            elif importing_at is None and now - self.run.started > START_S:
+                killed = f"timed out while starting the worker (more than {START_S:g} s); the worker was killed"
+            elif importing_at is not None and p.meta is None and now - importing_at > self.import_s:
+                killed = (f"hung at import: importing measure.py took more than {self.import_s:g} s (the per-model "
+                          f"budget plus {IMPORT_GRACE_S:g} s); the worker was killed")
+            elif since is not None and budget is not None:
+                hang_s = budget + max(HANG_GRACE_S, budget)
+                if now - since > hang_s:
+                    killed = (f"hung: one call of {self.entry} ran for more than {hang_s:g} s (its per-model budget "
+                              f"is {budget:g} s) while {current}; the worker was killed")
+            if killed is None and self.memory.kind == "rlimit" and polls % 5 == 0:  # a cgroup's limit is the kernel's
+                rss = _rss_bytes(_tree(self.proc.pid))
+                if rss > self.memory.limit_bytes:
+                    killed = (f"exceeded the memory cap of {self.memory.limit_bytes / 2**30:g} GB (resident "
+                              f"{rss / 2**30:.2f} GB) while {current}; the worker was killed")
+            if killed:
+                self._give_up(killed)
+                return

@@ -1,0 +1,30 @@
+"""Which scores the views show, as the one list of scores (scoring/spec.py) says: the leaderboard's columns, those
+shown with their interval, a submission's headline and the exported columns (the shown ones and the MSE)."""
+from __future__ import annotations
+
+from ..errors import did_you_mean
+from ..scoring.spec import SCORE_NAMES, SCORES, Score
+
+SHOWN = tuple(s.name for s in SCORES if s.shown)  # the leaderboard's score columns
+WITH_INTERVAL = tuple(s.name for s in SCORES if s.interval)  # shown with their 95% interval beside them
+HEADLINE = tuple(s.name for s in SCORES if s.headline)  # a submission's summary (`genbench submit`)
+EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n == "mse")  # csv/json columns, each with its interval
+_BY_NAME = {s.name: s for s in SCORES}
+BASELINE_NOTE = ("a baseline row is a reference predictor, not a measure: it takes part in the rank groups but gets "
+                 "no rank number and no mean rank; a measure below baseline.hparams adds nothing the training recipe "
+                 "did not say")
+
+
+def score_spec(name: str) -> Score:
+    """The score called `name` (its labels and direction); a did-you-mean error for an unknown one."""
+    if name not in _BY_NAME:
+        raise did_you_mean(name, SCORE_NAMES, what="score to sort by")
+    return _BY_NAME[name]
+
+
+def score_family(name: str) -> str:
+    """The family a score's notes start with: 'robust sign-error' for the sign-errors, else its label."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        return name
+    return spec.help.split(":")[0] if ":" in spec.help else spec.label

@@ -1,0 +1,213 @@
+"""The leaderboard, scores and audits as terminal tables (rich), each printed on the console it is given: one
+set of labels at any width, long text wrapped, nothing cut."""
+from __future__ import annotations
+
+import io
+import textwrap
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Column, Table
+
+from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
+from .columns import score_spec
+from .export import NAMING, entry_names, interval_columns, rank_cell, score_columns
+from .format import Footnotes, number, rank_text, score_cell
+from .standings import aggregate_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..record import Record
+    from ..scoring.audit import Check, FragilityReport
+    from ..scoring.scores import Scores
+    from .export import ViewNotes
+
+WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
+WRAPPED = 14  # the narrowest fragility column: its longest word ("fragile-value,") whole
+LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
+
+
+def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes
+                      ) -> None:
+    """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one, with the
+    same labels; none that no entry has a value for) with the user's own records marked local, baselines marked
+    `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
+    are several, and once, the group rule, what a baseline is and how entries are named. Long text wraps: nothing
+    is cut."""
+    for z, part in table.groupby("zoo", sort=True):
+        failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
+        t, foot = zoo_table(console, str(z), part, sort, notes.hidden.get(str(z), {}))
+        if not part.empty:
+            console.print(t)
+        for line in notes.zoo_lines(str(z)) + foot.lines():
+            say(console, line, indent=2)
+        if not failed.empty:
+            say(console, f"failed on {z}, not ranked:")
+        for _, r in failed.iterrows():
+            sub = f" (submission {r['submission']})" if r.get("submission") else ""
+            say(console, f"{entry_cell(r)}{sub}: {r['failure'] or 'no reason recorded'}", indent=2)
+    agg = aggregate_table([], sort, ranked=ranked)
+    if not agg.empty and agg["zoos"].max() > 1:  # complete official zoos only, as on the page
+        names = {name: entry for (_, name), entry in entry_names(ranked).items()}
+        t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
+                  title=f"across the official zoos: mean of the per-zoo ranks by {sort}")
+        for _, r in agg.iterrows():
+            t.add_row(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}),
+                      number(r["mean_rank"]), str(int(r["zoos"])))
+        console.print(t)
+        say(console, f"across zoos: {AGGREGATE_RULE}", indent=2)
+    print_notes(notes, console)
+    if "submission" in table and table["submission"].astype(bool).any():
+        say(console, NAMING)
+    if table["local"].any():
+        say(console, f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped {SHIPPED_RESULTS}); "
+             "`genbench leaderboard add RECORD` verifies it and adds it there")
+
+
+def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden: dict[str, str]
+              ) -> tuple[Table, Footnotes]:
+    """One zoo's ranked rows as a terminal table, and the footnotes of its refused cells. One set of labels at any
+    width: where it fits, every score column valued on the zoo (the ranking score first), the submission folder,
+    kind and citation; else rank, group, entry, the ranking score, tau and fragility, with a caption saying so.
+    Text that does not fit its column wraps: nothing is cut."""
+    with_iv = interval_columns(sort)
+    subs = "submission" in part and bool(part["submission"].astype(bool).any())
+
+    def build(wide: bool, tau: bool = True, caption: str | None = None, least: bool = False
+              ) -> tuple[Table, Footnotes]:
+        """The full (`wide`) or headline table (with `tau`); `least`: its wrapping columns at their narrowest."""
+        foot = Footnotes()
+        keys = score_columns(sort, hidden) if wide else [sort, *(["tau"] if tau and sort != "tau" and "tau" not in
+                                                                 hidden else [])]
+        cols = [Column("rank", no_wrap=True), Column("group", no_wrap=True), Column("entry", no_wrap=True),
+                *([Column("submission", no_wrap=True)] if wide and subs else []),
+                *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
+                *([Column("kind", no_wrap=True)] if wide else []),
+                Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None),
+                *([Column("citation", overflow="fold", min_width=WIDE_CITATION, width=WIDE_CITATION if least else
+                          None)] if wide else [])]
+        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, title=f"{zoo}: ranked by {sort}",
+                  caption=caption)
+        for _, r in part.iterrows():
+            scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
+                                 refused=r.get(f"{k}_refused"), notes=foot) for k in keys]
+            t.add_row(rank_cell(r), rank_text(r["group"]), entry_cell(r), *([r["submission"]] if wide and subs else []),
+                      *scores, *([str(r["kind"] or "")] if wide else []), r["fragility"],
+                      *([str(r["citation"] or "")] if wide else []))
+        return t, foot
+
+    need = width(build(True, least=True)[0])
+    if need <= console.width:
+        return build(True)
+    caption = (f"a terminal narrower than {need} columns shows fewer columns here; --format markdown or csv gives "
+               "them all")
+    tau = width(build(False, least=True)[0]) <= console.width
+    return build(False, tau, caption)
+
+
+def width(table: Table) -> int:
+    """The columns `table` takes when nothing has to wrap but what it wraps anyway."""
+    out = Console(file=io.StringIO(), width=100_000, color_system=None)
+    out.print(table)
+    return max(len(line) for line in out.file.getvalue().splitlines())  # type: ignore[attr-defined]
+
+
+def say(out: Console, text: str, *, indent: int = 0) -> None:
+    """Print plain text wrapped at word boundaries to the console's width, continuation lines indented."""
+    lines = textwrap.wrap(" ".join(str(text).split()), width=max(out.width, 20), initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + 2), break_on_hyphens=False)
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> None:
+    """The notes a view says once: the group rule and what a baseline is; with `per_zoo`, each zoo's notes first
+    (aliases, columns never valued there), which the terminal prints under each zoo's table instead."""
+    lines = [f"{z}: {line}" for z in notes.hidden for line in notes.zoo_lines(z, shown=False)] if per_zoo else []
+    for line in lines + notes.lines(data=per_zoo):
+        say(out, line)
+
+
+def entry_cell(row: pd.Series | dict) -> str:
+    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local)."""
+    return str(row["entry"]) + (LOCAL_MARK if row.get("local") else "")
+
+
+def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> None:
+    """One row per measure, best k-fold R^2 first: the headline scores with their intervals, the sign-errors and
+    the notes (refusals with their reasons)."""
+    head = ("adj_r2", "kfold_r2", "tau", "psi", "cmi")
+    t = Table("measure", "phi", *(score_spec(k).ascii for k in head), "sign-error worst/mean", "notes",
+              title=f"{zoo}: target {target}, {len(scores)} measures, 95% paired bootstrap intervals")
+    for s in sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf")))):
+        cells = [number(s.values.get(k), *s.intervals.get(k, ())) if k not in s.refused else "refused"
+                 for k in head]
+        t.add_row(s.measure, s.transform_used.get("all", s.transform or ""), *cells,
+                  f"{number(s.values.get('sign_error_worst'))}/{number(s.values.get('sign_error_mean'))}",
+                  "; ".join([*s.notes, *(f"{k}: {v}" for k, v in s.refused.items())]))
+    console.print(t)
+
+
+def print_demogen_tables(console: Console, scores: Scores, zoo: str) -> None:
+    """The DEMOGEN Tables 1 and 4 measured on `zoo`, beside the paper's CNN column."""
+    from ..scoring.demogen import FIXED_NOTE, demogen_table
+    for which, title in ((1, "Table 1: ablations"), (4, "Table 4: single layers, qrt+log")):
+        t = Table("setting", "adj R2 [95%]", "k-fold R2 [95%]", "k-fold R2 per fold", "MSE x1e-3 [95%]",
+                  "paper adj R2", "paper kf R2", "paper MSE",
+                  title=f"DEMOGEN {title} on {zoo} (paper: CNN on CIFAR-10)")
+        for _, r in demogen_table(scores.items, which).iterrows():
+            t.add_row(r["setting"],
+                      *(number(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("adj_r2", "kfold_r2")),
+                      number(r["kfold_r2_folds"]), number(r["mse"], r["mse_lo"], r["mse_hi"]),
+                      number(r["paper_adj_r2"]),
+                      "negative" if r["paper_kfold_r2"] is None else number(r["paper_kfold_r2"]),
+                      number(r["paper_mse"]))
+        console.print(t)
+    console.print("k-fold R2: pooled over the held-out predictions, mean of 10 shuffles of 10-fold CV; per fold: "
+                  f"the paper's mean of per-fold R2 (unstable on small folds). {FIXED_NOTE}.",
+                  markup=False, highlight=False)
+
+
+def _audit_outcome(c: Check, missing: dict[str, str]) -> str:
+    """A check's outcome cell: failed (its label), passed, n/a, or passed on too little evidence."""
+    if c.failed is None:
+        return "[dim]n/a[/dim]"
+    if c.failed:
+        return f"[red]{c.label}[/red]"
+    return "[yellow]ok, too little evidence[/yellow]" if c.part in missing else "[green]ok[/green]"
+
+
+def print_audit(console: Console, report: FragilityReport, measure: str, zoo: str, *, details: bool = False) -> None:
+    """A fragility audit: its checks against their thresholds, with `details` the per-cell and per-curve tables,
+    its notes, and the verdict."""
+    admitted = ", ".join(f"{k} {v:.0%}" for k, v in report.admitted.items()) or "no twins"
+    console.print(f"[bold]{measure}[/bold] on {zoo} ({report.form} form); admissible twin cells: {admitted}")
+    t = Table("part", "statistic", "value", "threshold (fails if)", "outcome", "detail",
+              title=f"fragility audit of {measure}")
+    for c in report.checks:
+        t.add_row(c.part, c.statistic, number(c.value), escape(c.threshold), _audit_outcome(c, report.missing),
+                  escape(c.detail))
+    console.print(t)
+    if details:
+        for name, df in (("twin cells", report.cells), ("learning curves", report.curves),
+                         ("data sensitivity", report.data), ("rescaling control", report.control)):
+            if not df.empty:
+                console.print(f"[bold]{name}[/bold]")
+                console.print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    for note in report.notes:
+        console.print(f"note: {note}")
+    print_verdict(console, report)
+
+
+def print_verdict(console: Console, report: FragilityReport) -> None:
+    """The verdict, the evidence of every part against its minimum, and the missing parts with their reasons."""
+    verdict, missing = report.verdict, report.missing
+    colour = "green" if verdict == "robust" else "yellow" if verdict.startswith("inconclusive") else "red"
+    for e in report.evidence:
+        console.print(f"evidence: {escape(e.part)} rests on {e.n} {escape(e.unit)} (needs >= {e.minimum})")
+    for part, why in missing.items():
+        console.print(f"[yellow]missing[/yellow] {escape(part)}: {escape(why)}")
+    console.print(f"verdict: [bold {colour}]{escape(verdict)}[/bold {colour}]")
