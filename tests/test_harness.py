@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -169,6 +170,26 @@ def test_cache_makes_reruns_free_and_resumes(digits_zoo, tmp_path, temp_measures
     assert len(calls) == len(digits_zoo)
     pd.testing.assert_frame_equal(full, again)
     np.testing.assert_array_equal(part["test.counted"], full["test.counted"][:3])
+    assert (part.attrs["cached"], full.attrs["cached"], again.attrs["cached"]) == (
+        {"test.counted": 0}, {"test.counted": 3}, {"test.counted": len(digits_zoo)})
+
+
+def test_the_evaluate_command_says_how_many_values_came_from_the_cache(digits_zoo, tmp_path, temp_measures):
+    @temp_measures("test.cached")
+    def constant(ctx):
+        """One."""
+        return 1.0
+
+    args = ["evaluate", "test.cached", "--zoo", "digits-mlp", "--out", str(tmp_path / "v.parquet"), "--device", "cpu"]
+    rows = []
+    for extra in ([], [], ["--no-cache"]):
+        out = CliRunner().invoke(app, [*args, *extra])
+        assert out.exit_code == 0, out.output
+        line = next(line for line in out.output.splitlines() if "test.cached" in line)
+        rows.append([cell.strip() for cell in line.split("\u2502") if cell.strip()])
+    n = str(len(digits_zoo))
+    # measure, kind, ok, failed, cached: none at first, all the second time, none with --no-cache
+    assert [r[:5] for r in rows] == [["test.cached", "scalar", n, "0", c] for c in ("0", n, "0")]
 
 
 def test_bad_evaluate_input_is_named(digits_zoo):
@@ -230,3 +251,23 @@ def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):
 def test_every_builtin_passes_the_conformance_suite(name, digits_zoo):
     report = check_measure(name, digits_zoo)
     assert report.passed, str(report)
+
+
+def test_measures_check_says_it_builds_its_test_zoo_first_and_how_long_it_took(digits_zoo, tmp_path, monkeypatch):
+    import genbench.zoo as zoo_package
+    built = []
+
+    def build(name, **kw):
+        built.append(name)
+        return digits_zoo
+
+    monkeypatch.setattr(zoo_package, "local_zoos", lambda: [])  # as on a fresh machine: the test zoo is missing
+    monkeypatch.setattr(zoo_package, "build_zoo", build)
+    out = CliRunner().invoke(app, ["measures", "check", "norm.params", "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "building the conformance suite's test zoo digits-mlp first" in text and built == ["digits-mlp"]
+    assert re.search(r"built digits-mlp in \d+ s", text) and "norm.params: PASSED" in text
+    monkeypatch.undo()
+    out = CliRunner().invoke(app, ["measures", "check", "norm.params", "--device", "cpu"])  # built: nothing said
+    assert out.exit_code == 0 and "building" not in out.output

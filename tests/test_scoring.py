@@ -775,3 +775,20 @@ def test_every_score_names_the_statistic_that_computes_it_and_the_views_read_the
     assert statistic_of(planted) is None
     assert SHOWN == tuple(s.name for s in SCORES if s.shown) and "kfold_r2" in SHOWN
     assert set(WITH_INTERVAL) <= set(SHOWN) and set(HEADLINE) <= set(SHOWN)
+
+
+def test_scores_read_as_a_table_best_first(zoo):
+    y = gap_of(zoo)
+    rng = np.random.default_rng(3)
+    good, noise = y + 0.01 * rng.normal(size=len(y)), rng.normal(size=len(y))
+    vals = values_of(zoo, good, name="a.good")
+    other = values_of(zoo, noise, name="b.noise")
+    vals["b.noise"], vals["b.noise:error"] = other["b.noise"], None
+    vals.attrs["measures"].update(other.attrs["measures"])
+    s = score(vals, zoo, n_boot=N_BOOT)
+    text = repr(s)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"Scores on {s.zoo}, target gap: 2 measure(s)")
+    assert lines[2].split()[0] == "a.good" and lines[3].split()[0] == "b.noise"  # best k-fold R^2 first
+    kf, (lo, hi) = s["a.good"].values["kfold_r2"], s["a.good"].intervals["kfold_r2"]
+    assert f"{kf:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2]

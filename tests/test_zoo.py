@@ -269,3 +269,23 @@ def test_zoo_list_shows_every_folder_with_its_state_and_info_says_partial(partia
     result = runner.invoke(cli.app, ["zoo", "info", "no-table"])
     assert "has no models.parquet yet: no model is built; build it with `genbench zoo build RECIPE.yaml`" in " ".join(
         str(result.exception).split())
+
+
+def test_a_zoo_path_that_is_a_file_or_a_folder_without_zoo_json_says_so(digits_zoo, tmp_path):
+    from genbench.zoo import load_zoo
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "zoos").mkdir()
+    (tmp_path / "zoos" / "copy").symlink_to(digits_zoo.root)
+    cases = {str(tmp_path / "notes.txt"): "is a file, not a zoo",
+             str(digits_zoo.root / "zoo.json"): f"not the zoo: pass its folder, {digits_zoo.root}",
+             str(tmp_path / "empty"): "is a folder without zoo.json, so it is no zoo",
+             str(tmp_path / "zoos"): f"it holds the zoos ['copy']: pass one of them, e.g. {tmp_path / 'zoos' / 'copy'}",
+             str(tmp_path / "absent"): f"there is no folder {tmp_path / 'absent'}"}
+    for given, says in cases.items():
+        with pytest.raises(GenbenchError) as e:
+            load_zoo(given)
+        assert says in str(e.value), (given, str(e.value))
+    with pytest.raises(GenbenchError, match="Did you mean 'digits-mlp'"):  # a name is still a name
+        load_zoo("digits-mpl")
+    assert load_zoo(str(tmp_path / "zoos" / "copy")).name == digits_zoo.name

@@ -35,12 +35,14 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
                   cache=not no_cache, address=address)
     path = save_values(df, out or values_path(z.name), replace=out is None)  # never overwrites another zoo's --out
-    t = Table("measure", "kind", "ok", "failed", "seconds", "first failure", title=f"{z.name}: {len(df)} models")
+    t = Table("measure", "kind", "ok", "failed", "cached", "seconds", "first failure",
+              title=f"{z.name}: {len(df)} models", caption="cached: values read from the value cache (computed "
+              "before by the same measure version and source on the same checkpoints); --no-cache recomputes them")
     for name, info in df.attrs["measures"].items():
         errors = df[f"{name}:error"]
         first = next((f"{mid}: {e}" for mid, e in zip(df["model_id"], errors) if e), "")
         t.add_row(name, info["kind"], str(int(errors.isna().sum())), str(int(errors.notna().sum())),
-                  f"{df.attrs['seconds'].get(name, 0.0):.1f}", first[:80])
+                  str(df.attrs["cached"].get(name, 0)), f"{df.attrs['seconds'].get(name, 0.0):.1f}", first[:80])
     console.print(t)
     console.print(f"values: {path}")
 

@@ -44,10 +44,28 @@ def measures_check(names: list[str] = typer.Argument(..., help="measure names or
     from ..measures import resolve_measures
 
     check_limits(seconds={"--budget-s": budget_s}, counts={"--models": models})
+    names = resolve_measures(names)  # an unknown measure fails before any zoo is built
+    if zoo is None:
+        zoo = build_check_zoo()
     failed = 0
-    for m in resolve_measures(names):
+    for m in names:
         report = check_measure(m, zoo, models=models, budget_s=budget_s, device=device)
         console.print(str(report), style=None if report.passed else "red", highlight=False)
         failed += not report.passed
     if failed:
         raise typer.Exit(1)
+
+
+def build_check_zoo() -> str:
+    """The conformance suite's test zoo, built first (once, saying so and how long it took) when it is missing."""
+    import time
+
+    from ..zoo import build_zoo, local_zoos
+
+    if CHECK_ZOO not in local_zoos():
+        console.print(f"building the conformance suite's test zoo {CHECK_ZOO} first (once: it is kept under "
+                      "$GENBENCH_HOME/zoos) ...", highlight=False)
+        start = time.perf_counter()
+        build_zoo(CHECK_ZOO, progress=False)
+        console.print(f"built {CHECK_ZOO} in {time.perf_counter() - start:.0f} s", highlight=False)
+    return CHECK_ZOO

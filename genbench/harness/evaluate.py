@@ -224,16 +224,18 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
     vc = ValueCache(values_cache_dir() if cache is True else (cache or None))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     seconds: Counter[str] = Counter()
+    cached: Counter[str] = Counter()
     done = runner.evaluate(zoo, ids, ms, vc, device=device, seed=seed, budget_s=budget_s, progress=progress)
     for mid, entries, fresh in done:
         for name, entry in entries.items():
             results[(mid, name)] = entry
         for name in fresh:
             seconds[name] += entries[name]["seconds"]
+        cached.update(name for name in entries if name not in fresh)
     df = assemble(ms, ids, results)
     df.attrs.update(zoo=zoo.name, zoo_version=zoo.version, table_sha256=zoo.table_sha256,
                     zoo_repo=zoo.repo_id, zoo_revision=zoo.revision, executor=runner.name,
-                    device=device, seed=seed, seconds=dict(seconds),
+                    device=device, seed=seed, seconds=dict(seconds), cached={m.name: cached[m.name] for m in ms},
                     measures={m.name: {"kind": m.kind, "version": m.version, "source_hash": m.source_hash,
                                        "transform": m.transform, "higher_means": m.higher_means} for m in ms})
     return df

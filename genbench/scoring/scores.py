@@ -42,6 +42,24 @@ class Scores:
     def __len__(self) -> int:
         return len(self.items)
 
+    def __repr__(self) -> str:
+        """A readable summary: per measure, best k-fold R^2 first, the headline scores with their 95% intervals."""
+        def cell(s: MeasureScores, key: str) -> str:
+            if key in s.refused:
+                return "refused"
+            v = s.values.get(key)
+            if v is None or not np.isfinite(v):
+                return "-"
+            lo, hi = s.intervals.get(key, (np.nan, np.nan))
+            return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
+
+        keys = ("kfold_r2", "adj_r2", "tau", "cmi")
+        rows = [{"measure": s.measure, "phi": s.transform_used.get("all", s.transform or ""), "n": s.n,
+                 **{score_label(k): cell(s, k) for k in keys}, "notes": len(s.notes) + len(s.refused)}
+                for s in sorted(self, key=lambda s: -s.values.get("kfold_r2", -np.inf))]
+        head = f"Scores on {self.zoo}, target {self.target}: {len(self)} measure(s), 95% paired bootstrap intervals"
+        return head + ("\n" + pd.DataFrame(rows).to_string(index=False) if rows else "")
+
     @property
     def table(self) -> pd.DataFrame:
         rows = []

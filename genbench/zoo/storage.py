@@ -439,10 +439,34 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
         return Zoo(p)
     if (zoos_dir() / s / MANIFEST).is_file():
         return Zoo(zoos_dir() / s)
+    not_a_zoo = _not_a_zoo(s, p)
+    if not_a_zoo:
+        raise GenbenchError(not_a_zoo)
     hint = (f"It has a recipe: build it with `genbench zoo build {s}`." if s in list_recipes()
             else f"For a zoo on the Hugging Face Hub write hf://{s}." if s.count("/") == 1 and not p.exists()
             else "`genbench zoo list` shows the local zoos and the recipes.")
     raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)
+
+
+def _not_a_zoo(s: str, p: Path) -> str | None:
+    """Why a path that names no zoo folder is none (a file, a folder without zoo.json, no such folder); None when
+    `s` reads as a zoo's name (no path separator, not starting with '.' or '~') rather than a path."""
+    if "/" not in s and os.sep not in s and not s.startswith((".", "~")):
+        return None
+    if p.is_file():
+        if p.name == MANIFEST:
+            return f"{s} is a zoo's {MANIFEST}, not the zoo: pass its folder, {p.parent}"
+        return (f"{s} is a file, not a zoo: pass a zoo's folder (one holding {MANIFEST}) or a zoo's name; "
+                "`genbench zoo list` shows them")
+    if p.is_dir():
+        inside = sorted(d.name for d in p.iterdir() if (d / MANIFEST).is_file())
+        return (f"{s} is a folder without {MANIFEST}, so it is no zoo"
+                + (f"; it holds the zoos {inside[:5]}: pass one of them, e.g. {p / inside[0]}" if inside else
+                   ": pass a zoo's folder (one `genbench zoo build` made) or a zoo's name; `genbench zoo list` "
+                   "shows them"))
+    if s.count("/") == 1 and not s.startswith((".", "~", "/")):
+        return None  # ORG/NAME: the Hub hint below
+    return f"there is no folder {s}: pass a zoo's folder or a zoo's name; `genbench zoo list` shows them"
 
 
 @lru_cache(maxsize=4)
