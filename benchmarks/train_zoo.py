@@ -1,16 +1,19 @@
 """Throughput of batched zoo training vs training the same models one by one with torch.optim.
 
-Takes 16 width-64 MLPs of version 1 of the mnist1d-demogen grid (benchmarks/demogen_v1.py; batchnorm off;
-dropout, weight decay, augmentation and seed vary), trains them for a few epochs both ways in one run, and
-prints the ratio and the test accuracy of both (they follow the same trajectories up to float error and
-dropout masks).
+`--family mlp` (default) takes 16 width-64 MLPs of version 1 of the mnist1d-demogen grid
+(benchmarks/demogen_v1.py; batchnorm off; dropout, weight decay, augmentation and seed vary). `--family cnn1d`
+takes 1-D CNNs on MNIST-1D (32 channels, depth 3, stride 2; batchnorm, dropout, weight decay and augmentation
+vary), `--family nin` DEMOGEN's Network-in-Network on CIFAR-shaped inputs (random 3 x 32 x 32 tensors: the real
+data cannot be downloaded here, and throughput does not depend on it; `--base-channels` sets its width). Each
+trains the models for a few epochs both ways in one run, and prints the ratio and the test accuracy of both (they
+follow the same trajectories up to float error and dropout masks).
 
 Timing: both ways are warmed up once, then timed in `--rounds` rounds, batched and one-by-one back to
 back in each round (alternating which goes first), and the speed-up is the median of the per-round
 ratios, so that both sides of a ratio see the same state of this shared, noisy machine. This is done
 first with the system's malloc settings, then with the ones the `genbench` command sets at start-up
 (freed memory kept for reuse, see genbench/harness/malloc.py), which is how `genbench zoo build` trains.
-Usage: python benchmarks/train_zoo.py [--epochs 5] [--models 16] [--rounds 5]
+Usage: python benchmarks/train_zoo.py [--family mlp|cnn1d|nin] [--epochs 5] [--models 16] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ import numpy as np
 import torch
 
 from genbench.harness.malloc import keep_freed_memory
-from genbench.zoo.data import load_pool
-from genbench.zoo.recipe import load_recipe
+from genbench.zoo.data import Pool, load_pool
+from genbench.zoo.recipe import load_recipe, parse_recipe
 from genbench.zoo.train import evaluate_model, init_model, train_group, train_one
 
 from demogen_v1 import DEMOGEN_V1
@@ -42,24 +45,62 @@ def paired_rounds(batched, single, rounds: int) -> tuple[np.ndarray, np.ndarray,
     return t_b, t_s, first["b"], first["s"]
 
 
+CONV_GRID = {"batchnorm": [False, True], "dropout": [0.0, 0.2], "weight_decay": [0.0, 0.001],
+             "augment": [False, True], "seed": [0, 1]}
+
+
+def cifar_shaped(n_train: int = 1000, n_test: int = 500) -> Pool:
+    """Random CIFAR-shaped images and labels (3 x 32 x 32, 10 classes)."""
+    g = torch.Generator().manual_seed(0)
+    return Pool(x_train=torch.randn(n_train, 3, 32, 32, generator=g), y_train=torch.randint(0, 10, (n_train,), generator=g),
+                x_test=torch.randn(n_test, 3, 32, 32, generator=g), y_test=torch.randint(0, 10, (n_test,), generator=g),
+                num_classes=10, kind="image")
+
+
+def workload(family: str, epochs: int, models: int, base_channels: int) -> tuple[list, Pool, str]:
+    """The specs of one shape group, their pool, and what they are (for the report)."""
+    if family == "mlp":
+        recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": epochs, "train.lr_milestones": []})
+        specs = [s for s in recipe.expand() if s.arch["width"] == 64 and not s.arch["batchnorm"]][:models]
+        return specs, load_pool(recipe.dataset), "width-64 MLPs on MNIST-1D"
+    if family == "cnn1d":
+        arch, dataset, what = {"channels": 32, "depth": 3, "stride": 2}, {"name": "mnist1d"}, "32-channel 1-D CNNs on MNIST-1D"
+    else:
+        arch, dataset = {"base_channels": base_channels}, {"name": "mnist1d"}
+        what = f"NiNs ({base_channels} channels) on CIFAR-shaped inputs"
+    grid = {k: v for k, v in CONV_GRID.items() if k != "batchnorm"}  # one shape group: batchnorm on for all
+    recipe = parse_recipe({"name": f"bench-{family}", "dataset": dataset, "family": family,
+                           "arch": {**arch, "batchnorm": True}, "grid": grid,
+                           "train": {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 128,
+                                     "epochs": epochs, "train_size": 1000}})
+    pool = load_pool(dataset) if family == "cnn1d" else cifar_shaped()
+    return recipe.expand()[:models], pool, what
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", choices=("mlp", "cnn1d", "nin"), default="mlp")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--models", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--base-channels", type=int, default=32, help="NiN width (DEMOGEN: 192)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
-    recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": args.epochs, "train.lr_milestones": []})
-    specs = [s for s in recipe.expand() if s.arch["width"] == 64 and not s.arch["batchnorm"]][:args.models]
-    pool = load_pool(recipe.dataset)
+    specs, pool, what = workload(args.family, args.epochs, args.models, args.base_channels)
     torch.set_flush_denormal(True)
 
+    def sync(result):
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return result
+
     def batched():
-        return train_group(specs, pool)
+        return sync(train_group(specs, pool, device=args.device))
 
     def single():
-        return [train_one(s, pool) for s in specs]
+        return sync([train_one(s, pool, device=args.device) for s in specs])
 
-    train_group(specs[:2], pool), train_one(specs[0], pool)  # warm-up
+    batched(), train_one(specs[0], pool, device=args.device)  # warm-up (kernels, allocator, cuDNN autotuning)
     settings = {"system malloc": paired_rounds(batched, single, args.rounds)}
     if keep_freed_memory():
         settings["genbench CLI malloc (freed memory kept)"] = paired_rounds(batched, single, args.rounds)
@@ -72,8 +113,8 @@ def main() -> None:
             accs.append(evaluate_model(model, pool.x_test, pool.y_test)[0])
         return torch.tensor(accs)
 
-    print(f"{len(specs)} width-64 MLPs x {args.epochs} epochs on MNIST-1D ({len(pool.y_train)} examples), "
-          f"{torch.get_num_threads()} threads")
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
+    print(f"{len(specs)} {what} x {args.epochs} epochs ({len(pool.y_train)} examples), {args.device}: {where}")
     for name, (t_b, t_s, _, _) in settings.items():
         ratios = t_s / t_b
         print(f"{name}: medians of {args.rounds} rounds, batched and one-by-one back to back in each")

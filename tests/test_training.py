@@ -39,13 +39,14 @@ CASES = [
                              "lr": [0.01, 0.05]}, {"optimizer": "sgd", "label_noise": 0.1, "lr_milestones": [1]}),
     # Adam (without batchnorm: Adam turns the float noise in the zero gradient of a bias before BN into steps)
     ("mlp", {"width": 16}, {"weight_decay": [0.0, 0.01], "lr": [0.001, 0.003], "seed": [0, 1]}, {"optimizer": "adam"}),
-    # the generic vmap path of the other families
+    # the convolutional families' grouped convolutions (models/stacked.py)
     ("cnn1d", {"channels": 4}, {"batchnorm": [False, True], "lr": [0.01, 0.05], "augment": [False, True]},
      {"optimizer": "sgd", "weight_decay": 0.001}),
+    ("cnn1d", {"channels": 4, "depth": 2}, {"weight_decay": [0.0, 0.01], "lr": [0.001, 0.003]}, {"optimizer": "adam"}),
 ]
 
 
-@pytest.mark.parametrize("family,arch,grid,train", CASES, ids=["mlp-sgd", "mlp-adam", "cnn1d-sgd"])
+@pytest.mark.parametrize("family,arch,grid,train", CASES, ids=["mlp-sgd", "mlp-adam", "cnn1d-sgd", "cnn1d-adam"])
 def test_one_epoch_batched_equals_one_by_one(pool, family, arch, grid, train):
     specs = _recipe(family, arch, grid, **train).expand()
     for group in plan_groups(specs):
@@ -145,3 +146,75 @@ def test_models_leave_the_stack_when_they_fit_and_the_rest_train_on_unchanged(po
     assert len({t.epochs for t in batched}) == 3  # each finished (or hit the cap) at its own epoch
     assert [t.converged for t in batched] == [t.converged for t in reference]
     _assert_same(batched, reference, atol=1e-4)
+
+
+def _images(n: int = 256, classes: int = 4):
+    """A small image pool (8 x 8 RGB, random): the NiN's shapes without downloading CIFAR."""
+    from genbench.zoo.data import Pool
+    g = torch.Generator().manual_seed(0)
+    return Pool(x_train=torch.randn(n, 3, 8, 8, generator=g), y_train=torch.randint(0, classes, (n,), generator=g),
+                x_test=torch.randn(64, 3, 8, 8, generator=g), y_test=torch.randint(0, classes, (64,), generator=g),
+                num_classes=classes, kind="image")
+
+
+@pytest.mark.parametrize("family,arch,grid", [
+    ("nin", {"base_channels": 4}, {"batchnorm": [False, True], "lr": [0.01, 0.03], "augment": [False, True]}),
+    ("resnet32v2", {"base_channels": 4, "blocks_per_stage": 1}, {"norm": ["batch", "group"], "lr": [0.01, 0.03]}),
+], ids=["nin", "resnet32v2"])
+def test_image_families_batched_equal_one_by_one(family, arch, grid):
+    pool = _images()
+    recipe = parse_recipe({"name": "t", "dataset": {"name": "digits"}, "family": family, "arch": arch, "grid": grid,
+                           "train": {"epochs": 2, "batch_size": 32, "train_size": 128, "optimizer": "sgd",
+                                     "weight_decay": 0.001}})
+    for group in plan_groups(recipe.expand()):
+        assert len(group) >= 2
+        _assert_same(train_group(group, pool), [train_one(s, pool) for s in group], atol=1e-4)
+
+
+@pytest.mark.parametrize("family,arch,shape", [("cnn1d", {"channels": 6, "depth": 2}, (40,)),
+                                                ("nin", {"base_channels": 6}, (3, 8, 8))])
+def test_conv_dropout_is_per_model_and_off_in_eval(family, arch, shape):
+    """Grouped stacked forward: in eval mode each model's logits are its own module's; in train mode, model 0
+    (rate 0) is untouched and the others differ from it only through their own dropout."""
+    from genbench.zoo.train import _stacked_forward, _views
+    torch.manual_seed(0)
+    archs = [{**arch, "in_shape": list(shape), "num_classes": 5, "dropout": r} for r in (0.0, 0.5, 0.9)]
+    models = [build_model(family, a).eval() for a in archs]
+    names = [k for k, _ in models[0].named_parameters()]
+    flat = torch.stack([torch.cat([m.state_dict()[k].flatten() for k in names]) for m in models])
+    params = _views(flat, {k: p.shape for k, p in models[0].named_parameters()}, grad=False)
+    forward = _stacked_forward([type("S", (), {"arch": a})() for a in archs], models[0], "cpu")
+    x = torch.randn(256, *shape)
+    xs = x.expand(3, *x.shape)
+    ev = forward(params, {}, xs, False)
+    for i, m in enumerate(models):
+        assert torch.allclose(ev[i], m(x), atol=1e-5)
+    tr = forward(params, {}, xs, True)
+    assert torch.allclose(tr[0], ev[0], atol=1e-5)  # rate 0: no unit dropped
+    assert not torch.allclose(tr[1], ev[1], atol=1e-3) and not torch.allclose(tr[2], ev[2], atol=1e-3)
+
+
+def test_the_gpu_script_runs_on_the_cpu_at_a_tiny_size():
+    """benchmarks/gpu.sh is what the device machine runs; here, without one, its tiny CPU form must still work."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "DEVICE": "cpu", "TINY": "1", "PYTHON": sys.executable}
+    out = subprocess.run(["bash", str(root / "benchmarks" / "gpu.sh")], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "NiNs (4 channels) on CIFAR-shaped inputs" in out.stdout
+    assert "speed-up batched / one-by-one" in out.stdout and "largest per-model test-accuracy difference" in out.stdout
+
+
+def test_a_family_without_a_stacked_forward_trains_through_vmap_with_one_warning(pool):
+    from genbench.zoo.train import SlowTrainingWarning, _stacked_forward
+    specs = _recipe("mlp", {"width": 4}, {"lr": [0.01, 0.02]}).expand()
+    plain = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))  # no stacked_forward
+    with pytest.warns(SlowTrainingWarning, match="'Sequential' has no stacked forward"):
+        forward = _stacked_forward(specs, plain, "cpu")
+    params = {k: torch.stack([v.detach()] * 2) for k, v in plain.named_parameters()}
+    x = torch.randn(2, 5, 8, 8)
+    assert torch.allclose(forward(params, {}, x, False)[0], plain(x[0]), atol=1e-6)

@@ -1,11 +1,12 @@
 """Pre-activation ResNet v2 (ResNet-32 by default) with batch or group norm, as in the DEMOGEN code."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
+from . import stacked
 from .registry import evenly_spaced, register_family
 
 _NORMS = ("batch", "group")
@@ -69,6 +70,34 @@ class ResNet32V2(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stage3(self.stage2(self.stage1(self.stem(self.input(x)))))
         return self.head(self.final_act(self.final_norm(x)).mean(dim=(2, 3)))
+
+    def stacked_forward(self, archs: list[dict], device: str) -> Callable[..., torch.Tensor]:
+        """forward(params, buffers, x (M, B, C, H, W), train) -> logits (M, B, classes) of M stacked ResNets of this
+        shape: grouped convolutions, one batch or group norm call per layer."""
+        cfg, m = self.config, len(archs)
+        norms = {n: mod for n, mod in self.named_modules() if isinstance(mod, (nn.BatchNorm2d, nn.GroupNorm))}
+
+        def norm(h: torch.Tensor, p: stacked.Params, b: stacked.Params, name: str, train: bool) -> torch.Tensor:
+            mod = norms[name]
+            if isinstance(mod, nn.GroupNorm):
+                return stacked.group_norm(h, p, name, m, groups=mod.num_groups, eps=mod.eps)
+            return stacked.batch_norm(h, p, b, name, train=train, eps=mod.eps, momentum=mod.momentum)
+
+        def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:
+            h = stacked.conv(stacked.grouped(x), p, "stem", m, stride=1, padding=1)
+            for i, stride in enumerate([1, 2, 2]):
+                for j in range(cfg["blocks_per_stage"]):
+                    pre, s = f"stage{i + 1}.{j}.", stride if j == 0 else 1
+                    out = norm(h, p, b, pre + "norm1", train).relu()
+                    shortcut = stacked.conv(out, p, pre + "shortcut", m, stride=s, padding=0) if j == 0 else h
+                    out = stacked.conv(out, p, pre + "conv1", m, stride=s, padding=1)
+                    out = stacked.conv(norm(out, p, b, pre + "norm2", train).relu(), p, pre + "conv2", m, stride=1,
+                                       padding=1)
+                    h = out + shortcut
+            h = stacked.per_model(norm(h, p, b, "final_norm", train).relu().mean(dim=(2, 3)), m)
+            return torch.baddbmm(p["head.bias"].unsqueeze(1), h, p["head.weight"].transpose(1, 2))
+
+        return forward
 
     def probe_layers(self) -> list[str]:
         return ["input", *evenly_spaced(["stage1", "stage2", "stage3"])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,10 @@ from .data import Pool, apply_augmentation, draw_augmentation, train_subset
 from .recipe import ModelSpec
 
 EVAL_BATCH = 1000
+
+
+class SlowTrainingWarning(UserWarning):
+    """A shape group trained through the generic (vmap) path: its family has no stacked forward."""
 
 
 @dataclass
@@ -254,6 +259,10 @@ def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> C
     stacked forward when it has one, else the module vmapped over the model axis."""
     if hasattr(model, "stacked_forward"):
         return model.stacked_forward([s.arch for s in specs], device)
+    family = getattr(model, "family", type(model).__name__)
+    warnings.warn(f"family {family!r} has no stacked forward: its models train through vmap, about as slowly as "
+                  "one by one (give the family a stacked_forward, as models/stacked.py does for the CNNs)",
+                  SlowTrainingWarning, stacklevel=2)
     base = copy.deepcopy(model).to("meta")
 
     def forward(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor, train: bool) -> torch.Tensor:
