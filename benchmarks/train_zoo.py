@@ -85,7 +85,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--base-channels", type=int, default=32, help="NiN width (DEMOGEN: 192)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--cudnn-benchmark", action="store_true", help="let cuDNN time its algorithms (not used by builds: "
+                    "its choice can differ between runs)")
     args = ap.parse_args()
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     specs, pool, what = workload(args.family, args.epochs, args.models, args.base_channels)
     torch.set_flush_denormal(True)
 
