@@ -141,6 +141,34 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert out.exit_code == 1 and "does not reproduce" in out.output
 
 
+def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_scores_alone(records_dir, tmp_path,
+                                                                                              monkeypatch):
+    """The audit zoo missing here: verify says so, with the command that builds it and its size, and runs nothing;
+    --scores-only re-runs the entry without its audit and compares the status, scores and values."""
+    import genbench.entries.verify as verify_module
+    rec = read_record(records_dir / "digits-mlp" / "norm.params.json")
+    rec["provenance"]["audit_zoo"] = "mnist1d-fragility"  # a recipe, not built in the tests' home
+    rec["audit"] = {"zoo": "mnist1d-fragility", "verdict": "robust", "checks": [], "missing": [], "evidence": []}
+    path = tmp_path / "audited.json"
+    path.write_text(json.dumps(rec))
+    real = verify_module.run_entry
+    monkeypatch.setattr(verify_module, "run_entry", lambda *a, **k: pytest.fail("verify ran without its audit zoo"))
+    v = verify_record(path)
+    assert not v.ok and not v.differences and len(v.problems) == 1
+    assert ("fragility audit ran on mnist1d-fragility, which is not built here: build it with `genbench zoo build "
+            "mnist1d-fragility` (750 models to train)") in v.problems[0] and "--scores-only" in v.problems[0]
+    out = CliRunner().invoke(app, ["verify", str(path)])
+    assert out.exit_code == 1 and "genbench zoo build mnist1d-fragility" in " ".join(out.output.split())
+    monkeypatch.setattr(verify_module, "run_entry", real)
+    assert verify_record(path, scores_only=True).ok
+    rec["scores"]["values"]["tau"] += 0.01  # --scores-only still compares every score
+    path.write_text(json.dumps(rec))
+    v = verify_record(path, scores_only=True)
+    assert [d[0] for d in v.differences] == ["scores.values.tau"]
+    out = CliRunner().invoke(app, ["verify", str(path), "--scores-only"])
+    assert out.exit_code == 1 and "scores.values.tau" in out.output
+
+
 def test_verify_allows_rounding_in_the_rescaling_control_only():
     """The control's value is float rounding (1e-6) that moves with the thread count: within CONTROL_ATOL it
     reproduces; a real change, a flipped `failed` flag, or the same rounding in any other check does not."""

@@ -571,3 +571,6 @@ class TestSlow:
                 "provenance.command", "provenance.sandbox", "builtin", "citation", "values.value[0]"} <= fields
         assert "provenance.seconds" not in fields and not (tmp_path / "ran-elsewhere").exists()
         assert rec["submission"]["path"] == str(folder)
+        from genbench.entries.verify import verify_record
+        v = verify_record(path, submissions=subs, device="cpu", scores_only=True)  # re-run without its audit
+        assert [f for f, _, _ in v.differences] == ["values.value[0]"] and not (tmp_path / "ran-elsewhere").exists()

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..defaults import AUDIT_ZOO, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
 from ..errors import GenbenchError
@@ -106,6 +106,9 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
                                                                  "folder)"),
                rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None, submissions: Submissions = None,
                zoo: CitedZoo = None,
+               scores_only: bool = typer.Option(False, "--scores-only", help="do not repeat the fragility audit: "
+                                                "compare the status, scores and per-model values only (when the "
+                                                "audit zoo is not built here)"),
                ) -> None:
     """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
 
@@ -115,9 +118,11 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
 
     failed = 0
     for path in records:
-        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
+        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
+                          scores_only=scores_only)
         if v.ok:
-            console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g})")
+            what = "; scores and values only: the audit was not repeated" if scores_only else ""
+            console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g}{what})")
             continue
         failed += 1
         console.print(f"[red]does not reproduce[/red] {path}")
@@ -131,11 +136,19 @@ def _print_why(v: Verification) -> None:
     for p in v.problems:
         console.print(f"  {p}", markup=False, highlight=False)
     if v.differences:
-        t = Table("field", "recorded", "recomputed", title=f"{len(v.differences)} differences beyond "
-                                                             f"rtol {v.rtol:g}, atol {v.atol:g}")
+        t = Table("field", Column("recorded", overflow="fold"), Column("recomputed", overflow="fold"),
+                  title=f"{len(v.differences)} differences beyond rtol {v.rtol:g}, atol {v.atol:g}")
         for field_, old, new in v.differences[:40]:
-            t.add_row(field_, str(old)[:40], str(new)[:40])
+            t.add_row(field_, _shown(old), _shown(new))
         console.print(t)
+        if len(v.differences) > 40:
+            console.print(f"  ... and {len(v.differences) - 40} more", highlight=False)
+
+
+def _shown(x: object, limit: int = 400) -> str:
+    """A recorded or recomputed value as the table shows it: whole, up to `limit` characters."""
+    text = str(x)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @leaderboard_app.command("add")

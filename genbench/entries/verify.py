@@ -114,10 +114,39 @@ def cited_zoo(rec: Record, zoo: str | Path | None = None) -> tuple[Zoo | None, s
                   "settings (README, 'Reproducible builds')")
 
 
+def audit_zoo_problem(rec: Record) -> str | None:
+    """Why the record's fragility audit cannot be repeated here: its audit zoo is not built (then with the command
+    that builds it and how many models that trains); None when it can, or when the record has no audit."""
+    from ..zoo.recipe import list_recipes, load_recipe
+    name = rec.rerun_settings()["audit_zoo"]
+    if not name or rec.audit is None:
+        return None
+    try:
+        load_zoo(name)
+        return None
+    except GenbenchError:
+        pass
+    size = f" ({len(load_recipe(name).expand())} models to train)" if name in list_recipes() else ""
+    return (f"the record's fragility audit ran on {name}, which is not built here: build it with `genbench zoo build "
+            f"{name}`{size} and verify again, or pass --scores-only to verify the scores and per-model values "
+            "without repeating the audit")
+
+
+def _scores_part(data: Any) -> Any:
+    """The scores block without the note that an audit could not run (what --scores-only compares)."""
+    if not isinstance(data, dict):
+        return data
+    notes = [n for n in data.get("notes") or [] if not str(n).startswith("no fragility audit on")]
+    return {**data, "notes": notes}
+
+
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
-                  submissions: str | Path | None = None, zoo: str | Path | None = None) -> Verification:
+                  submissions: str | Path | None = None, zoo: str | Path | None = None,
+                  scores_only: bool = False) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
-    and check that the measure's source hash and the zoo's table hash are still those recorded.
+    and check that the measure's source hash and the zoo's table hash are still those recorded. A record whose
+    audit zoo is not built here is refused, saying how to build it, unless `scores_only`: then the audit is not
+    repeated and the status, scores and per-model values are compared.
 
     A submission's record is re-made by `entries.submit.rerun_record`: its measure.py runs again in the
     sandbox, taken only from the folder named after the entry in the trusted `submissions` folder (default: the
@@ -129,8 +158,11 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     v = Verification(str(path), rtol=rtol, atol=atol)
     if rec.data.get("baseline") is True:
         return _verify_baseline(rec, v, device=device, zoo=zoo)
+    if not scores_only and (why := audit_zoo_problem(rec)):
+        v.problems.append(why)
+        return v
     if is_submission(rec):
-        return _verify_submission(rec, v, device=device, submissions=submissions, zoo=zoo)
+        return _verify_submission(rec, v, device=device, submissions=submissions, zoo=zoo, scores_only=scores_only)
     m = get_measure(rec.measure)
     if rec.source_hash and rec.source_hash != m.source_hash:
         v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
@@ -140,8 +172,12 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         v.problems.append(why)
     if v.problems:
         return v
+    settings = {**rec.rerun_settings(), **({"audit_zoo": None} if scores_only else {})}
     new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
-                           **rec.rerun_settings()))
+                           **settings))
+    if scores_only:
+        _compare_scores(rec, new, v)
+        return v
     for key in ("status", "failure", "scores", "values"):
         _compare(key, rec.get(key), new.get(key), v.differences, rtol, atol)
     _compare("audit.verdict", rec.verdict, new.verdict, v.differences, rtol, atol)
@@ -149,6 +185,15 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         _compare(f"audit.{part}", (rec.audit or {}).get(part), (new.audit or {}).get(part), v.differences, rtol,
                  atol)
     return v
+
+
+def _compare_scores(rec: Record, new: Record, v: Verification) -> None:
+    """What --scores-only compares: status, failure, the scores (but for the note of an audit that could not run)
+    and the per-model values."""
+    for key in ("status", "failure", "values"):
+        _compare(key, rec.get(key), new.get(key), v.differences, v.rtol, v.atol)
+    _compare("scores", _scores_part(rec.get("scores")), _scores_part(new.get("scores")), v.differences, v.rtol,
+             v.atol)
 
 
 def _without_timing(data: Any, path: str = "") -> Any:
@@ -160,17 +205,21 @@ def _without_timing(data: Any, path: str = "") -> Any:
 
 
 def _verify_submission(rec: Record, v: Verification, *, device: str | None, submissions: str | Path | None,
-                       zoo: str | Path | None) -> Verification:
-    """Re-make a submission's record in the sandbox and compare every field but the timings."""
+                       zoo: str | Path | None, scores_only: bool = False) -> Verification:
+    """Re-make a submission's record in the sandbox and compare every field but the timings (with `scores_only`,
+    without its audit: the status, scores and per-model values)."""
     from .submit.api import rerun_record
     found, why = cited_zoo(rec, zoo)
     if found is None or not rec.table_sha256:
         v.problems.append(why or "the record cites no zoo table hash, so the zoo it was made on cannot be found")
         return v
     try:
-        new = rerun_record(rec, found, submissions, device)
+        new = rerun_record(rec, found, submissions, device, audit=not scores_only)
     except GenbenchError as e:
         v.problems.append(str(e))
+        return v
+    if scores_only:
+        _compare_scores(rec, Record(new), v)
         return v
     _compare("", _without_timing(dict(rec.data)), _without_timing(new), v.differences, v.rtol, v.atol)
     recorded = rec.provenance.get("git_commit")

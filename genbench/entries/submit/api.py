@@ -215,12 +215,13 @@ def conformance(m: Measure, zoo: Zoo, executor: SandboxExecutor, *, budget_s: fl
 MAX_RERUN_BOOT = 100_000  # resamples a record may ask verify for
 
 
-def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None,
-                 device: str | None = None) -> dict[str, Any]:
+def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None, device: str | None = None, *,
+                 audit: bool = True) -> dict[str, Any]:
     """A submission's record made again on `zoo` (the record's, as `genbench verify` found it) as `genbench submit`
     made it, in the sandbox: the submission is the folder named after the record's entry inside the trusted
     `submissions` folder (default: the checkout's submissions/), never a path the record names; the audit zoo,
-    budget and resamples are the record's, each checked first. A GenbenchError says why it cannot be re-made."""
+    budget and resamples are the record's, each checked first; without `audit`, it is re-made without its audit
+    (`genbench verify --scores-only`). A GenbenchError says why it cannot be re-made."""
     rec = Record.of(rec)
     name = rec.written_name
     if not is_entry_name(name):
@@ -245,8 +246,8 @@ def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None,
         raise GenbenchError(f"the record asks for {n_boot} bootstrap resamples; verify makes at most {MAX_RERUN_BOOT}")
     check_settings(budget_s=budget_s, memory_gb=4, timeout_s=None, n_boot=n_boot)
     zoo.require_complete(allow_partial=not rec.zoo_complete)
-    return run_submission(sub, [zoo], budget_s=budget_s, audit_zoo=audit_zoo, device=device, n_boot=int(n_boot),
-                          allow_partial=not rec.zoo_complete)[0]
+    return run_submission(sub, [zoo], budget_s=budget_s, audit_zoo=audit_zoo if audit else None, device=device,
+                          n_boot=int(n_boot), allow_partial=not rec.zoo_complete)[0]
 
 
 def verify_submission(path: str | Path, *, submissions: str | Path | None = None, device: str | None = None,
