@@ -646,25 +646,23 @@ def test_the_rescaling_control_flags_a_planted_fragile_measure_and_passes_an_inv
     assert bad.verdict.startswith("fragile-value") and bad.verdict.endswith("inconclusive: value, trend, scaling")
 
 
-def test_the_audit_command_on_the_digits_zoo_is_inconclusive_and_says_why(digits_zoo, tmp_path):
-    import json
-
+def test_the_audit_command_on_a_zoo_without_twins_refuses_in_one_line(digits_zoo, fragility_zoo, tmp_path):
+    """Without twins the audit can only be inconclusive: the command says so in one line and runs nothing (the
+    API still reports every missing part, as the test above shows)."""
     from typer.testing import CliRunner
 
+    import genbench as gb
     from genbench.cli import app
+    from genbench.leaderboard.curves import write_curve_plot
+    from genbench.scoring.audit import has_twins
+    assert not has_twins(digits_zoo) and has_twins(fragility_zoo)
     out = tmp_path / "audit.json"
-    res = CliRunner().invoke(app, ["audit", "norm.path", "--zoo", "digits-mlp", "--control-models", "2",
-                                   "--json", str(out)])
-    assert res.exit_code == 0, res.output
-    block = json.loads(out.read_text())
-    missing = {m["part"]: m["reason"] for m in block["missing"]}
-    assert "inconclusive" in block["verdict"] and "robust" not in block["verdict"]
-    assert {"value", "trend", "scaling"} <= set(missing) and "control" not in missing
-    assert "the zoo has no twins" in missing["value"]
-    assert f"verdict: {block['verdict']}" in " ".join(res.output.split())
-    for part in missing:
-        assert f"missing {part}: " in res.output
-    # no train-size axis: asked for a plot, the command says why there is none
-    res = CliRunner().invoke(app, ["audit", "norm.path", "--zoo", "digits-mlp", "--control-models", "0",
-                                   "--plot", str(tmp_path / "c.svg")])
-    assert res.exit_code != 0 and "no learning curves to plot" in str(res.exception)
+    res = CliRunner().invoke(app, ["audit", "norm.path", "--zoo", "digits-mlp", "--json", str(out)])
+    assert res.exit_code != 0 and not out.exists() and not res.output.strip()
+    message = str(res.exception)
+    assert message.startswith("zoo 'digits-mlp' has no twins") and "`--zoo mnist1d-fragility`" in message
+    assert "\n" not in message
+    # no train-size axis either: a plot of its learning curves says why there is none
+    report = gb.audit("norm.path", digits_zoo, control_models=0, progress=False)
+    with pytest.raises(gb.GenbenchError, match="no learning curves to plot"):
+        write_curve_plot(report, tmp_path / "c.svg", measure="norm.path", form=report.form)

@@ -61,6 +61,10 @@ def test_template_is_a_valid_submission():
     ({"contact": "nobody"}, r"field 'contact': expected an e-mail address .* found 'nobody'"),
     ({"paper_url": "ftp://x.org/p.pdf"}, r"field 'paper_url': expected an http\(s\) URL"),
     ({"licence": "all rights reserved!"}, r"field 'licence': expected an SPDX licence identifier"),
+    ({"licence": "MIT-ish"}, r"field 'licence': expected an identifier on the SPDX licence list \(Unknown license: "
+                             r"'mit-ish'\), found 'MIT-ish'"),
+    ({"licence": "apache-2.0 OR mit"}, r"expected an identifier on the SPDX licence list \(the list spells it "
+                                       r"'Apache-2.0 OR MIT'\)"),
     ({"entry": "nodot"}, r"field 'entry': expected a measure name of the form 'family.variant'"),
     ({"zoos": "digits-mlp"}, r"field 'zoos': expected a non-empty list of zoo names"),
     ({"license": "MIT"}, r"unknown field in .*submission.yaml: 'license'. Did you mean 'licence'"),

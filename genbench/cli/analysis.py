@@ -94,12 +94,17 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
     from ..fileio import write_json_atomic
     from ..scoring import audit
+    from ..scoring.audit import has_twins
     from ..zoo import load_zoo
 
     check_limits(counts={"--n-boot": n_boot})
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
     z = load_zoo(zoo)
+    if not has_twins(z):
+        raise GenbenchError(f"zoo {z.name!r} has no twins (models trained again with one small change of training), "
+                            "so the audit could only say 'inconclusive' there; audit on a zoo with twins, e.g. "
+                            f"`--zoo {AUDIT_ZOO}` (`genbench zoo build {AUDIT_ZOO}` first, if it is not built)")
     report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
     print_audit(console, report, measure, z.name, details=details)
     if json_out:

@@ -28,6 +28,7 @@ MC_SUFFIX = ":mc_se"  # a value-table column `NAME:mc_se`: each model's Monte-Ca
 
 __all__ = ["ALPHAS", "BASE", "CURVE_AXIS", "DATA_AXIS", "LABELS", "MC_SUFFIX", "REPLICATE", "Check", "Evidence",
            "FragilityReport", "Thresholds", "assemble_report", "audit", "audit_table", "cell_stats", "critical",
+           "has_twins",
            "cross_fit", "data_sensitivity", "learning_curves", "missing_parts", "pick_control_models",
            "rescaling_control", "twin_cells", "verdict_of"]
 
@@ -259,6 +260,14 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     if control_models <= 0:
         reason = "no control models were asked for (control_models=0)"
     return assemble_report(m.name, zoo.name, parts, control, th, control_reason=reason, notes=notes)
+
+
+def has_twins(zoo: Zoo) -> bool:
+    """Whether `zoo` holds twins (models trained again with one small change, `twin_of` in its table): without them
+    the audit's value, trend and scaling parts cannot run and its verdict can only be inconclusive."""
+    table = zoo.table.copy()
+    table["model_id"] = table["model_id"].astype(str)
+    return len(_anchors(table)[0]) < len(table)
 
 
 def _anchors(table: pd.DataFrame) -> tuple[list[str], pd.Series]:

@@ -71,6 +71,17 @@ def trusted_submissions_dir() -> Path | None:
     return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None
 
 
+def spdx_problem(licence: str) -> str | None:
+    """Why `licence` is not an SPDX licence expression as the SPDX list spells it (packaging's copy of the list),
+    or None when it is."""
+    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+    try:
+        canonical = canonicalize_license_expression(licence)
+    except InvalidLicenseExpression as e:
+        return str(e).rstrip(".")
+    return None if canonical == licence else f"the list spells it {canonical!r}"
+
+
 def is_entry_name(name: Any) -> bool:
     """Whether `name` can be a submission's (and so an entry's) name: a plain folder name, no path."""
     return isinstance(name, str) and len(name) <= 100 and _NAME.match(name) is not None
@@ -145,6 +156,9 @@ def load_submission(path: str | Path) -> Submission:
     licence = _nonempty_str(file, "licence", data["licence"], "an SPDX licence identifier such as MIT or Apache-2.0")
     if not _SPDX.match(licence):
         raise _fail(file, "licence", "an SPDX licence identifier such as MIT or Apache-2.0", licence)
+    spdx = spdx_problem(licence)
+    if spdx:
+        raise _fail(file, "licence", f"an identifier on the SPDX licence list ({spdx})", licence)
     entry = _nonempty_str(file, "entry", data["entry"], "the name of a measure that measure.py registers")
     if not _MEASURE.match(entry):
         raise _fail(file, "entry", "a measure name of the form 'family.variant' registered by measure.py", entry)
