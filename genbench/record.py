@@ -97,21 +97,29 @@ def values_block(model_ids: list[str], gap: list[float], value: Any, error: list
             "prediction": rows[0] if rows else None, "heldout": rows}
 
 
+def _outcome(rec: dict[str, Any], *, ok: bool, failure: str | None, prov: dict[str, Any],
+             scores: dict[str, Any] | None = None, audit: dict[str, Any] | None = None,
+             values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`rec` (its entry and zoo) completed with how it ended: scored, or failed with no scores, audit or values."""
+    if not ok:
+        scores = audit = values = None
+    rec.update(status="ok" if ok else "failed", failure=failure, scores=scores, audit=audit, values=values,
+               provenance=prov)
+    return json_safe(rec)
+
+
 def scored_record(name: str, m: Measure, zoo: Zoo, *, scores: dict[str, Any], audit: dict[str, Any] | None,
                   values: dict[str, Any], prov: dict[str, Any], submission: dict | None = None) -> dict[str, Any]:
     """The record of an entry scored on a zoo: its scores block, audit report, per-model values and provenance."""
-    rec = _entry(name, m, m.name, zoo, submission)
-    rec.update(status="ok", failure=None, scores=scores, audit=audit, values=values, provenance=prov)
-    return json_safe(rec)
+    return _outcome(_entry(name, m, m.name, zoo, submission), ok=True, failure=None, scores=scores, audit=audit,
+                    values=values, prov=prov)
 
 
 def failed_record(name: str, m: Measure | None, measure: str, zoo: Zoo, reason: str, *, prov: dict[str, Any],
                   submission: dict | None = None) -> dict[str, Any]:
     """The record saying that an entry could not be scored on a zoo, and why (`m`: None when the measure is not
     registered here)."""
-    rec = _entry(name, m, measure, zoo, submission)
-    rec.update(status="failed", failure=reason, scores=None, audit=None, values=None, provenance=prov)
-    return json_safe(rec)
+    return _outcome(_entry(name, m, measure, zoo, submission), ok=False, failure=reason, prov=prov)
 
 
 def baseline_record(name: str, citation: str, zoo: Zoo, *, scores: dict[str, Any] | None, failure: str | None,
@@ -119,11 +127,8 @@ def baseline_record(name: str, citation: str, zoo: Zoo, *, scores: dict[str, Any
     """The record of a baseline row (a reference predictor, not a measure): scored, or failed with `failure`."""
     rec = {"schema": SCHEMA, "name": name, "measure": name, "kind": "baseline", "citation": citation,
            "higher_means": None, "builtin": True, "baseline": True, "submission": None, "zoo": zoo_block(zoo)}
-    if scores is None:
-        rec.update(status="failed", failure=failure, scores=None, audit=None, values=None, provenance=prov)
-    else:
-        rec.update(status="ok", failure=None, scores=scores, audit=None, values=values, provenance=prov)
-    return json_safe(rec)
+    ok = scores is not None
+    return _outcome(rec, ok=ok, failure=None if ok else failure, scores=scores, values=values, prov=prov)
 
 
 def declare_measure(rec: dict[str, Any], *, kind: str, citation: str | None, higher_means: str | None,

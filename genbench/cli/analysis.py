@@ -11,7 +11,7 @@ from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scores
 from .app import app, console
-from .options import Address, BudgetS, Device, Executor, NBoot, Zoo, allow_partial, check_limits
+from .options import Address, BudgetS, Device, Executor, NBoot, Zoo, check_limits
 
 
 @app.command("evaluate")
@@ -54,8 +54,8 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
               table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
               n_boot: NBoot = N_BOOT,
               values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
-              allow_partial: bool = allow_partial("score a partial zoo (not every model of its recipe built): the "
-                                                  "scores describe those models only"),
+              allow_partial: bool = typer.Option(False, "--allow-partial", help="score a partial zoo (not every "
+                                                 "model of its recipe built): the scores describe those models only"),
               ) -> None:
     """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
     from ..harness.values import values_for

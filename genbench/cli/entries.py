@@ -11,8 +11,8 @@ from ..defaults import AUDIT_ZOO, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
 from ..errors import GenbenchError
 from ..leaderboard.format import number
 from .app import app, console, leaderboard_app
-from .options import (Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions, Zoos,
-                      allow_partial, check_limits)
+from .options import (AllowPartial, Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions,
+                      Zoos, check_limits)
 from .zoo import report_push
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                                                             help="zoo for the fragility audit ('' to skip)"),
                     device: Device = None,
                     n_boot: NBoot = N_BOOT,
-                    allow_partial: bool = allow_partial(),
+                    allow_partial: AllowPartial = False,
                     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also write the zoo's "
                                                    "baseline rows (see `genbench leaderboard baselines`)"),
                     ) -> None:
@@ -88,7 +88,7 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
 
 @leaderboard_app.command("baselines")
 def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None, device: Device = None,
-                          n_boot: NBoot = N_BOOT, allow_partial: bool = allow_partial()) -> None:
+                          n_boot: NBoot = N_BOOT, allow_partial: AllowPartial = False) -> None:
     """Write the baseline rows: the gap predicted from the hyperparameters, from every built-in scalar measure at
     once, and from the training loss and accuracy. A measure below baseline.hparams adds nothing the recipe said."""
     from ..zoo import load_zoo

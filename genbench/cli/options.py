@@ -29,13 +29,8 @@ Submissions = Annotated[Optional[Path], typer.Option(
     "(default: the checkout's submissions/)")]
 Executor = Annotated[str, typer.Option(help="where to run the work: local, or ray (as Ray tasks)")]
 Address = Annotated[Optional[str], typer.Option(help="Ray cluster address (with --executor ray)")]
-PARTIAL = ("score a partial zoo too (not every model of its recipe built): its records are marked partial and not "
-           "ranked")
-
-
-def allow_partial(help: str = PARTIAL) -> typer.models.OptionInfo:
-    """--allow-partial, saying what it does for the command."""
-    return typer.Option(False, "--allow-partial", help=help)
+AllowPartial = Annotated[bool, typer.Option("--allow-partial", help="score a partial zoo too (not every model of its "
+                                            "recipe built): its records are marked partial and not ranked")]
 
 
 def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[str, int] | None = None) -> None:

@@ -9,7 +9,7 @@ import typer
 from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT
 from ..leaderboard.format import DIGITS, number
 from .app import app, console
-from .options import BudgetS, Device, NBoot, ResultsOut, allow_partial, check_limits
+from .options import AllowPartial, BudgetS, Device, NBoot, ResultsOut, check_limits
 
 
 @app.command("submit")
@@ -26,7 +26,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                audit_zoo: str = typer.Option(AUDIT_ZOO, "--audit-zoo", help="zoo for the fragility audit"),
                device: Device = None,
                n_boot: NBoot = N_BOOT,
-               allow_partial: bool = allow_partial(),
+               allow_partial: AllowPartial = False,
                unsandboxed: bool = typer.Option(False, "--unsandboxed", help="run the submitted code without the "
                                                 "bubblewrap sandbox, where bwrap cannot run (it then sees everything "
                                                 "you can; its records say so and never verify)"),

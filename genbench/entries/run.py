@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["failure_record", "read_record", "run_baselines", "run_entry", "write_record"]
 MAX_FAILED_SHARE = 0.05  # an entry whose measure fails on more of a zoo's models gets a failure record
+NO_AUDIT = "no fragility audit on"  # how a scores note says that the audit could not run
 
 
 def failure_record(name: str, measure: str, zoo: str | Zoo, reason: str, *, submission: dict | None = None,
@@ -47,8 +48,7 @@ def _values(values: pd.DataFrame, m: Measure, zoo: Zoo, s: MeasureScores) -> dic
     gap = zoo.table.set_index("model_id").loc[ids, "gap"].to_numpy(float)
     err = values.get(f"{m.name}:error")
     return values_block(ids, gap.tolist(), (x[:, 0] if m.kind == "scalar" else x).tolist(),
-                        None if err is None else [None if e is None or e != e else str(e) for e in err],
-                        None if s.heldout is None else np.asarray(s.heldout, float))
+                        None if err is None else [None if e is None or e != e else str(e) for e in err], s.heldout)
 
 
 @pinned_threads()
@@ -90,7 +90,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
             report = audit(m, audit_zoo, device=device, seed=seed, n_boot=n_boot, progress=progress,
                            cache=cache, executor=executor).to_dict()
         except GenbenchError as e:
-            audit_note = f"no fragility audit on {audit_zoo}: {e}"
+            audit_note = f"{NO_AUDIT} {audit_zoo}: {e}"
     scores = s.to_dict()
     scores.pop("predictions", None)
     if audit_note:
@@ -141,19 +141,19 @@ def run_baselines(zoo: str | Zoo, *, only: Iterable[str] | None = None, device: 
     ids = sorted(zoo.table["model_id"].astype(str))
     gap = zoo.table.set_index("model_id").loc[ids, "gap"].to_numpy(float).tolist()
     citation = {b.name: b.citation for b in BASELINES}
+    source_hash = baselines_source_hash()
     out = []
     for name in wanted:
         cmd = command or f"genbench leaderboard baselines --zoo {zoo.name}"
-        prov = provenance(None, device=device, seconds=seconds, command=cmd)
-        prov.update(measure_source_hash=baselines_source_hash(), seed=seed, n_boot=n_boot, audit_zoo=None,
-                    inputs=inputs if name == "baseline.all_measures" else None)
+        prov = provenance(None, device=device, seconds=seconds, command=cmd, measure_source_hash=source_hash,
+                          seed=seed, n_boot=n_boot, audit_zoo=None,
+                          inputs=inputs if name == "baseline.all_measures" else None)
         s = scores.items.get(name)
         if s is None:
             reason = next((n for n in notes if name in n), f"{name} could not be made")
             out.append(baseline_record(name, citation[name], zoo, scores=None, failure=reason, values=None,
                                        prov=prov))
             continue
-        heldout = None if s.heldout is None else np.asarray(s.heldout, float)
         out.append(baseline_record(name, citation[name], zoo, scores=s.to_dict(), failure=None,
-                                   values=values_block(ids, gap, None, None, heldout), prov=prov))
+                                   values=values_block(ids, gap, None, None, s.heldout), prov=prov))
     return out

@@ -14,7 +14,7 @@ from ..fileio import atomic_write
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from ..record import Record, record_path
-from .run import baselines_source_hash, run_baselines, run_entry
+from .run import NO_AUDIT, baselines_source_hash, run_baselines, run_entry
 
 RTOL, ATOL = 1e-5, 1e-8
 # The audit's rescaling control reports the largest relative change of an invariant measure under a function-
@@ -132,12 +132,21 @@ def audit_zoo_problem(rec: Record) -> str | None:
             "without repeating the audit")
 
 
-def _scores_part(data: Any) -> Any:
+def _without_audit_note(scores: Any) -> Any:
     """The scores block without the note that an audit could not run (what --scores-only compares)."""
-    if not isinstance(data, dict):
-        return data
-    notes = [n for n in data.get("notes") or [] if not str(n).startswith("no fragility audit on")]
-    return {**data, "notes": notes}
+    if not isinstance(scores, dict):
+        return scores
+    return {**scores, "notes": [n for n in scores.get("notes") or [] if not str(n).startswith(NO_AUDIT)]}
+
+
+def _compare_outcome(rec: Record, new: Record, v: Verification, *, scores_only: bool = False) -> None:
+    """Compare how two records of an entry ended: status, failure, scores and per-model values (with `scores_only`,
+    leaving out of the scores the note that an audit could not run)."""
+    for key in ("status", "failure", "scores", "values"):
+        old_part, new_part = rec.get(key), new.get(key)
+        if key == "scores" and scores_only:
+            old_part, new_part = _without_audit_note(old_part), _without_audit_note(new_part)
+        _compare(key, old_part, new_part, v.differences, v.rtol, v.atol)
 
 
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
@@ -175,25 +184,14 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     settings = {**rec.rerun_settings(), **({"audit_zoo": None} if scores_only else {})}
     new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
                            **settings))
+    _compare_outcome(rec, new, v, scores_only=scores_only)
     if scores_only:
-        _compare_scores(rec, new, v)
         return v
-    for key in ("status", "failure", "scores", "values"):
-        _compare(key, rec.get(key), new.get(key), v.differences, rtol, atol)
     _compare("audit.verdict", rec.verdict, new.verdict, v.differences, rtol, atol)
     for part in ("checks", "missing", "evidence"):
         _compare(f"audit.{part}", (rec.audit or {}).get(part), (new.audit or {}).get(part), v.differences, rtol,
                  atol)
     return v
-
-
-def _compare_scores(rec: Record, new: Record, v: Verification) -> None:
-    """What --scores-only compares: status, failure, the scores (but for the note of an audit that could not run)
-    and the per-model values."""
-    for key in ("status", "failure", "values"):
-        _compare(key, rec.get(key), new.get(key), v.differences, v.rtol, v.atol)
-    _compare("scores", _scores_part(rec.get("scores")), _scores_part(new.get("scores")), v.differences, v.rtol,
-             v.atol)
 
 
 def _without_timing(data: Any, path: str = "") -> Any:
@@ -219,7 +217,7 @@ def _verify_submission(rec: Record, v: Verification, *, device: str | None, subm
         v.problems.append(str(e))
         return v
     if scores_only:
-        _compare_scores(rec, Record(new), v)
+        _compare_outcome(rec, Record(new), v, scores_only=True)
         return v
     _compare("", _without_timing(dict(rec.data)), _without_timing(new), v.differences, v.rtol, v.atol)
     recorded = rec.provenance.get("git_commit")
@@ -260,8 +258,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
     new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
                                seed=settings["seed"], command=settings["command"],
                                allow_partial=settings["allow_partial"])[0])
-    for key in ("status", "failure", "scores", "values"):
-        _compare(key, rec.get(key), new.get(key), v.differences, v.rtol, v.atol)
+    _compare_outcome(rec, new, v)
     return v
 
 

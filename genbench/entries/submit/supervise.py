@@ -210,9 +210,8 @@ class Worker:
             return "starting the worker"
         if p.meta is None:
             return "importing measure.py"
-        n = len(p.results)
-        return self.run.stages[n] if n < len(self.run.stages) else self.run.stages[-1] if self.run.stages else \
-            "waiting for the harness"
+        stages = self.run.stages  # one per call asked for: the pending call's, else the last one's
+        return stages[min(len(p.results), len(stages) - 1)] if stages else "waiting for the harness"
 
     def ready(self) -> dict[str, Any] | None:
         """The measure's metadata once measure.py is imported; None when the import failed (protocol.failed says
