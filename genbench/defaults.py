@@ -14,7 +14,8 @@ AUDIT_ZOO = "mnist1d-fragility"   # the zoo with twins and learning curves the f
 OFFICIAL_ZOOS = ("mnist1d-demogen", "mnist1d-fantastic")
 AGGREGATE_RULE = ("mean of the per-zoo ranks (1 = best, by the sort column) over the official zoos "
                   f"({', '.join(OFFICIAL_ZOOS)}), each zoo weighted equally; an entry missing or failed on an official "
-                  "zoo is averaged over the zoos it is ranked on, and the zoos column says how many")
+                  "zoo is averaged over the zoos it is ranked on, and the zoos column says how many; a baseline row "
+                  "is a reference, not ranked: its place on a zoo is the number of measures ranked above it plus 0.5")
 HUB_ORG = "genbench"              # canonical zoos live on the Hub as HUB_ORG/NAME, tagged by table hash (zoo/hub.py)
 CHECK_ZOO = "digits-mlp"          # the tiny zoo the conformance suite runs on (built when missing)
 SHIPPED_RESULTS = Path("leaderboard") / "results"  # a checkout's verified records (paths.shipped_results_dir)

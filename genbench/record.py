@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from .zoo.storage import Zoo
 
 T = TypeVar("T")
-SCHEMA = 2  # 2: pooled repeated k-fold, paired resamples, baselines, refusals (docs/architecture.md)
+SCHEMA = 3  # 3: the direction-held k-fold R^2, delta_r2, the direction check; 2: pooled repeated k-fold, paired
+#              resamples, baselines, refusals (docs/architecture.md)
 REQUIRED = ("schema", "name", "measure", "zoo", "status")
 
 
@@ -359,6 +360,16 @@ class Record(Mapping[str, Any]):
         return [k for k in SCORE_NAMES if k in held] + sorted(held - set(SCORE_NAMES))
 
     @property
+    def direction(self) -> Mapping[str, Any]:
+        """A scalar's claim checked (scores.direction): claim, slope and tau signs, against; {} when not checked."""
+        return _mapping(self.scores.get("direction")) or {}
+
+    @property
+    def against_claim(self) -> bool:
+        """Whether the entry's free slope or Kendall tau runs against the direction its measure declares."""
+        return self.direction.get("against") is True
+
+    @property
     def fit(self) -> Fit:
         """How the scores were fitted."""
         return Fit.from_dict(self.scores)
@@ -560,6 +571,11 @@ def _schema_error(path: Path, rec: Mapping[str, Any]) -> str:
                 "genbench")
     zoo = rec.get("zoo")
     zoo = zoo.get("name") if isinstance(zoo, Mapping) else zoo
+    if found == 2:
+        return (f"{path} has record schema 2; this genbench reads schema {SCHEMA}, whose ranking k-fold R^2 holds a "
+                "scalar's slope to its declared direction and which says what each entry adds to the recipe: "
+                f"re-score it from its stored values with `genbench leaderboard rescore --results {path.parent.parent}"
+                f" --zoo {zoo}` (the measure is not run again)")
     prov, sub = _mapping(rec.get("provenance")) or {}, _mapping(rec.get("submission"))
     command = str(prov.get("command") or "")
     if not (sub and command.startswith("genbench submit")):  # a built-in: `leaderboard run` makes its record
@@ -588,14 +604,13 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
     if zoo:
         plain_name(zoo, what="zoo name", source="the zoo asked for")
     pattern = f"{zoo}/*.json" if zoo else "*/*.json"
-    recs, why, old = [], [], 0
+    recs, why, old = [], [], []
     for p in sorted(root.glob(pattern)):
         try:
             rec = Record.read(p)
             where = record_path(rec, root)
         except SchemaError as e:
-            old += 1
-            why.append(f"skipped: {e}")
+            old.append(f"skipped: {e}")
             continue
         except GenbenchError as e:
             why.append(f"skipped {p}: {e}" if str(p) not in str(e) else f"skipped: {e}")
@@ -605,9 +620,12 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
                        f"{where}; move it there or remove it")
             continue
         recs.append(rec)
-    if old > 1:
-        why.append(f"{old} record(s) under {root} have another schema: `genbench leaderboard run '*' --zoo ZOO` "
-                   "regenerates every built-in one")
+    if len(old) == 1:
+        why += old
+    elif old:  # one line for them all: the first says what the schema change is
+        why.append(f"skipped {len(old)} record(s) under {root} of another record schema; the first: "
+                   f"{old[0].removeprefix('skipped: ')}. `genbench leaderboard rescore --results {root}` re-scores "
+                   "those of schema 2; `genbench leaderboard run '*' --zoo ZOO` regenerates every built-in one")
     if skipped is not None:
         skipped.extend(why)
     else:

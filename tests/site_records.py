@@ -1,4 +1,4 @@
-"""Fabricated leaderboard result records (schema 2, the format of leaderboard/results/<zoo>/<name>.json) for the
+"""Fabricated leaderboard result records (the current schema: leaderboard/results/<zoo>/<name>.json) for the
 leaderboard and site tests: `scored_record` makes one whose k-fold scores, spread and intervals are computed from
 its own held-out predictions on the zoo's paired resamples, as the scorer computes them."""
 from __future__ import annotations
@@ -67,8 +67,8 @@ def scored_record(name: str, zoo: str, gap: np.ndarray, heldout: np.ndarray, *, 
                   audit: dict[str, Any] | None = None, submission: dict[str, Any] | None = None,
                   n_boot: int = N_BOOT, seed: int = SEED, zoo_version: int = 1, ids: list[str] | None = None,
                   value: np.ndarray | None = None) -> dict[str, Any]:
-    """One successful schema-2 record: k-fold R^2 and MSE pooled from `heldout` [R, n] (mean over shuffles), their
-    spread, and their 95% intervals on the zoo's paired resamples; `extra` sets other scores (an interval of
+    """One successful current-schema record: k-fold R^2 and MSE pooled from `heldout` [R, n] (mean over shuffles),
+    their spread, and their 95% intervals on the zoo's paired resamples; `extra` sets other scores (an interval of
     +-0.05 each), `refused` refuses scores with a reason."""
     n = len(gap)
     ids = ids or model_ids(n)
@@ -90,7 +90,7 @@ def scored_record(name: str, zoo: str, gap: np.ndarray, heldout: np.ndarray, *, 
         intervals.pop(k, None)
     prediction = heldout[0]
     return {
-        "schema": 2, "name": name, "measure": submission["entry"] if submission else name,
+        "schema": 3, "name": name, "measure": submission["entry"] if submission else name,
         "kind": "baseline" if baseline else kind, "citation": citation, "higher_means": None if baseline else
         "larger_gap", "builtin": submission is None, "submission": submission, "baseline": baseline, "zoo": z,
         "status": "ok", "failure": None,
@@ -115,7 +115,7 @@ def scored_record(name: str, zoo: str, gap: np.ndarray, heldout: np.ndarray, *, 
 
 def failed_record(name: str, zoo: str, reason: str = FAIL_REASON) -> dict[str, Any]:
     """A record of an entry that could not be scored."""
-    return {"schema": 2, "name": name, "measure": f"{name}.value", "kind": "scalar", "citation": "example",
+    return {"schema": 3, "name": name, "measure": f"{name}.value", "kind": "scalar", "citation": "example",
             "builtin": False, "submission": {"title": "A measure that hangs", "authors": ["C"], "contact": "c@x",
                                              "paper_url": "https://example.org/paper", "licence": "MIT",
                                              "entry": f"{name}.value"},

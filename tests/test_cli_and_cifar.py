@@ -68,3 +68,16 @@ def test_module_entry_point_reports_user_errors_in_one_line(home):
     proc = subprocess.run([sys.executable, "-m", "genbench", "zoo", "build", "digits-mlp", "--set", "oops"],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "--set takes KEY=VALUE" in proc.stderr
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_measures_list_never_cuts_a_measure_name(monkeypatch, width):
+    import genbench.cli as cli
+
+    monkeypatch.setattr(cli.console, "width", width)
+    out = CliRunner().invoke(app, ["measures", "list"])
+    assert out.exit_code == 0, out.output
+    assert max(len(line) for line in out.output.splitlines()) <= width and "\u2026" not in out.output
+    shown = {cell.strip() for line in out.output.splitlines() if line.startswith("\u2502")
+             for cell in line.split("\u2502")[1:2]}
+    assert set(gb.list_measures()) <= shown  # every name whole, in its own cell

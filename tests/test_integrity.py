@@ -43,7 +43,8 @@ def _output(result) -> str:
 
 
 def _record(name: str, zoo: str = "z", n: int = 30, seed: int = 0) -> dict:
-    """A small, well-formed schema-2 record on a zoo of n models (held-out predictions: the gap plus noise)."""
+    """A small, well-formed record of the current schema on a zoo of n models (held-out predictions: the gap plus
+    noise)."""
     from site_records import gaps, heldout_of, scored_record
 
     gap = gaps(n)
@@ -143,7 +144,7 @@ def test_a_malformed_record_is_skipped_with_a_warning_and_never_blanks_the_leade
     root = tmp_path / "results"
     good = [write_record(_record(name, seed=i), root) for i, name in enumerate(("norm.params", "norm.fro_sum"))]
     bad = {
-        "truncated.json": '{"schema": 2, "name": "trunc',
+        "truncated.json": '{"schema": 3, "name": "trunc',
         "a_list.json": "[1, 2, 3]",
         "not_a_record.json": json.dumps({"hello": "world"}),
         "elsewhere.json": json.dumps(_record("norm.path")),  # a record not where its own name puts it

@@ -82,7 +82,9 @@ def test_leaderboard_command_formats_agree_with_the_table(records_dir):
     assert [r["entry"] for r in json.loads(js.stdout)] == expected["entry"].tolist()
     assert "group: entries whose paired 95% bootstrap interval" in js.stderr
     md = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--format", "markdown"])
-    assert md.output.startswith("| zoo") and "norm.fro_prod" in md.output
+    verdict, table = md.output.split("\n\n", 1)  # each zoo's table opens with its verdict, in bold
+    assert verdict.startswith("**The best measure, norm.fro_prod, reaches k-fold R\u00b2 ") and verdict.endswith("**")
+    assert table.startswith("| zoo") and "norm.fro_prod" in table
     bad = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--sort", "kfold"])
     assert bad.exit_code != 0 and "kfold_r2" in str(bad.exception or bad.output)
 
@@ -108,7 +110,7 @@ def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table
     import genbench.cli as cli
 
     for name, v, lo, hi in (("a", 0.12, 0.05, 0.2), ("b", 0.3, 0.25, 0.41)):
-        write_record({"schema": 2, "name": name, "measure": name, "zoo": {"name": "z"}, "status": "ok",
+        write_record({"schema": 3, "name": name, "measure": name, "zoo": {"name": "z"}, "status": "ok",
                       "kind": "scalar", "citation": "", "scores": {"values": {sort: v, "tau": 0.5},
                                                                    "intervals": {sort: [lo, hi]}}}, tmp_path)
     monkeypatch.setattr(cli.console, "width", 80)
@@ -616,7 +618,9 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     rows = json.loads(runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "json"]).stdout)
     assert [r["baseline"] for r in rows] == [False, False, True] and rows[2]["rank"] is None
     md = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "markdown"]).stdout
-    assert md.startswith("| zoo") and not {"sign_error_worst", "sign-err"} & set(md.split("\n\n")[0].split())
+    verdict, table = md.split("\n\n")[:2]
+    assert verdict.startswith("**small_noise beats the recipe: k-fold R\u00b2 ")
+    assert table.startswith("| zoo") and not {"sign_error_worst", "sign-err"} & set(table.split())
     row = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| z ")}
     assert row["baseline.hparams"].split("|")[2].strip() == "base"
     assert "small_noise (also: small_noise_copy)" in row
@@ -754,7 +758,7 @@ def test_entries_are_named_by_their_measure_with_the_submission_folder_beside_th
     assert ">hangs.value</a>" in failed and "(submission hangs)" in failed
 
 
-def test_only_the_official_zoos_enter_the_mean_rank_across_zoos_and_baselines_never_do():
+def test_only_the_official_zoos_enter_the_mean_rank_across_zoos_and_baselines_only_as_references():
     import copy
 
     from genbench.defaults import OFFICIAL_ZOOS
@@ -769,14 +773,17 @@ def test_only_the_official_zoos_enter_the_mean_rank_across_zoos_and_baselines_ne
             r["scores"]["values"]["kfold_r2"] = 0.99
     everything = [r for recs in zoos.values() for r in recs]
     agg = aggregate_table(everything).set_index("entry")
-    assert list(agg.index) == ["small_noise", "large_noise"] and agg.loc["small_noise", "mean_rank"] == 1.0
-    assert list(agg["zoos"]) == [len(OFFICIAL_ZOOS)] * 2  # counted over the official zoos only
+    assert list(agg.index) == ["small_noise", "large_noise", "baseline.hparams"]
+    assert agg.loc["small_noise", "mean_rank"] == 1.0 and not agg.loc["small_noise", "baseline"]
+    # the baseline row is below both measures on every zoo: its place is 2 measures above it + 0.5, not a rank
+    assert agg.loc["baseline.hparams", "mean_rank"] == 2.5 and agg.loc["baseline.hparams", "baseline"]
+    assert list(agg["zoos"]) == [len(OFFICIAL_ZOOS)] * 3  # counted over the official zoos only
     assert aggregate_table(zoos["digits-mlp"] + zoos["my-zoo"]).empty
     partial = copy.deepcopy(zoos[OFFICIAL_ZOOS[1]])
     for r in partial:
         r["zoo"].update(complete=False, models=100, expected_models=216)
     agg = aggregate_table(zoos[OFFICIAL_ZOOS[0]] + partial).set_index("entry")
-    assert list(agg["zoos"]) == [1, 1]  # a partial build of an official zoo never enters
+    assert list(agg["zoos"]) == [1, 1, 1]  # a partial build of an official zoo never enters
 
 
 # ---------------------------------------------------------------- bad input
@@ -903,3 +910,23 @@ def test_records_are_made_with_the_pinned_thread_count_whatever_the_callers(digi
         registry.unregister_measure(name)
         torch.set_num_threads(before)
     assert set(rec["values"]["value"]) == {3.0}
+
+
+def test_failure_records_are_listed_and_removed_with_one_command(tmp_path):
+    from site_records import failed_record, gaps, heldout_of, scored_record
+
+    gap = gaps(30)
+    write_record(scored_record("fine", "z", gap, heldout_of(gap, 0.1 * gap), n_boot=20), tmp_path)
+    for name in ("hangs", "crashes"):
+        write_record(failed_record(name, "z", reason=f"{name} on purpose"), tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["leaderboard", "failed", "--results", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    assert "hangs on purpose" in listed.output and "crashes on purpose" in listed.output
+    assert "fine" not in listed.output.replace("failure records", "") and "--remove" in listed.output
+    assert len(list((tmp_path / "z").glob("*.json"))) == 3  # listing removes nothing
+    removed = runner.invoke(app, ["leaderboard", "failed", "--results", str(tmp_path), "--remove"])
+    assert removed.exit_code == 0 and "removed 2 failure record(s)" in removed.output
+    assert [p.name for p in (tmp_path / "z").glob("*.json")] == ["fine.json"]
+    again = runner.invoke(app, ["leaderboard", "failed", "--results", str(tmp_path)])
+    assert "no failure records under" in again.output

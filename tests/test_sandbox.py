@@ -468,7 +468,7 @@ def test_submit_refuses_to_run_unsandboxed_unless_asked(tmp_path, digits_zoo, mo
 def test_verify_refuses_names_that_are_paths_and_runs_nothing(tmp_path, digits_zoo, monkeypatch):
     from genbench.entries.verify import verify_record
     monkeypatch.setattr(api, "run_submission", lambda *a, **k: pytest.fail("verify ran a submission"))
-    rec = {"schema": 2, "name": "../../etc", "measure": "x.y", "builtin": False, "status": "ok",
+    rec = {"schema": 3, "name": "../../etc", "measure": "x.y", "builtin": False, "status": "ok",
            "submission": {"path": "/tmp"}, "zoo": {"name": "digits-mlp", "table_sha256": digits_zoo.table_sha256},
            "provenance": {}}
     path = tmp_path / "r.json"

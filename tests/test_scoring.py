@@ -7,7 +7,6 @@ The zoos here are small planted ones written to disk (zoo.json + models.parquet,
 the table, so no model is trained and the file runs in seconds."""
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
@@ -23,7 +22,8 @@ from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardSca
 
 import genbench as gb
 from genbench.scoring import rank
-from genbench.scoring.baselines import ALPHAS, score_baselines
+from genbench.scoring.baselines import score_baselines
+from genbench.scoring.recipe import ALPHAS
 from genbench.scoring.demogen import MEASURES as DEMOGEN_MEASURES
 from genbench.scoring.demogen import demogen_table, demogen_tables
 from genbench.scoring.regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, PhiRegression, adjusted_r2,
@@ -31,51 +31,15 @@ from genbench.scoring.regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, P
 from genbench.scoring.resample import MIN_RESAMPLES, percentile_interval, pooled_scores, resample_weights
 from genbench.scoring.scores import Scores, _keep_honest, score, transfer
 from genbench.scoring.spec import REGRESSION, MeasureScores
-from genbench.zoo.storage import Zoo
+
+from planted import GRID, SHUFFLES, assert_honest, gap_of, planted_gap, pooled_cv, values_of, write_zoo
 
 N_BOOT = 100  # small: every interval below is checked for consistency, not for its width
-SHUFFLES = range(REPEATS)
-
-
-# ---------------------------------------------------------------- planted zoos (a table on disk, no checkpoints)
-
-
-def write_zoo(root, grid, gap_fn, *, name="planted", seed=0, converged=None, shuffle=0):
-    """A zoo folder with one model per grid point; gap_fn(table, rng) -> gaps. Train accuracy and loss are noisy
-    and only loosely tied to the gap (they are baseline inputs, not the answer)."""
-    rng = np.random.default_rng(seed)
-    keys = list(grid)
-    rows = [{"model_id": f"m{i:03d}", **{f"hp.{k}": v for k, v in zip(keys, combo)}}
-            for i, combo in enumerate(itertools.product(*grid.values()))]
-    t = pd.DataFrame(rows)
-    t["gap"] = np.asarray(gap_fn(t, rng), float)
-    t["train_acc"] = 0.9 + 0.1 * rng.random(len(t))
-    t["test_acc"] = t["train_acc"] - t["gap"]
-    t["train_loss"] = -np.log(t["train_acc"]) + 0.05 * rng.random(len(t))
-    if converged is not None:
-        t["converged"] = converged(len(t))
-    if shuffle:  # the table's row order is the builder's, not the model-id order
-        t = t.sample(frac=1.0, random_state=shuffle).reset_index(drop=True)
-    root.mkdir(parents=True, exist_ok=True)
-    manifest = {"name": name, "version": 1, "files": {}, "grid": grid, "dataset": {"name": "none"}, "test_size": 500}
-    (root / "zoo.json").write_text(json.dumps(manifest))
-    t.to_parquet(root / "models.parquet", index=False)
-    return Zoo(root)
-
-
-GRID = {"width": [16, 32, 64], "lr": [0.01, 0.1], "noise": [0.0, 0.2, 0.4], "seed": [0, 1, 2, 3]}  # 72 models
-
-
-def _planted_gap(t, rng):
-    w = np.log2(t["hp.width"].to_numpy()) - 5
-    lr = (t["hp.lr"].to_numpy() == 0.1) * 1.0
-    noise = t["hp.noise"].to_numpy()
-    return 0.1 + 0.04 * w + 0.03 * lr + 0.2 * noise + 0.1 * w * noise + 0.015 * rng.normal(size=len(t))
 
 
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
-    return write_zoo(tmp_path_factory.mktemp("zoos") / "planted", GRID, _planted_gap)
+    return write_zoo(tmp_path_factory.mktemp("zoos") / "planted", GRID, planted_gap)
 
 
 @pytest.fixture(scope="module")
@@ -87,28 +51,10 @@ def small_zoo(tmp_path_factory):
                      name="small", seed=1)
 
 
-def gap_of(zoo):
-    """The gap in model-id order (the order folds and resamples are assigned in)."""
-    return zoo.table.sort_values("model_id")["gap"].to_numpy(float)
-
-
 def grid_of(zoo):
     """The hp frame the rank scores condition on, built here from the table (axis names without 'hp.')."""
     t = zoo.table.sort_values("model_id")
     return t[[f"hp.{a}" for a in zoo.hparams]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
-
-
-def values_of(zoo, columns, *, kind="scalar", transform="linear", higher_means="larger_gap", name="test.m"):
-    """A value table as gb.evaluate makes it: one column per feature (name[i] for a signature), in model-id order."""
-    ids = sorted(zoo.model_ids)
-    columns = np.asarray(columns, float)
-    if columns.ndim == 1:
-        df = pd.DataFrame({"model_id": ids, name: columns})
-    else:
-        df = pd.DataFrame({"model_id": ids, **{f"{name}[{i}]": columns[:, i] for i in range(columns.shape[1])}})
-    df[f"{name}:error"] = None
-    df.attrs["measures"] = {name: {"kind": kind, "transform": transform, "higher_means": higher_means}}
-    return df
 
 
 def merged(*frames):
@@ -118,21 +64,6 @@ def merged(*frames):
         out = out.merge(f, on="model_id")
     out.attrs["measures"] = {k: v for f in frames for k, v in f.attrs["measures"].items()}
     return out
-
-
-def pooled_cv(estimator, x, y, shuffles=SHUFFLES, k=K_FOLDS):
-    """scikit-learn's pooled k-fold R^2 and MSE of each shuffle: cross_val_predict + r2_score / mean_squared_error."""
-    preds = [cross_val_predict(estimator, x, y, cv=KFold(k, shuffle=True, random_state=r)) for r in shuffles]
-    return (np.array(preds), np.array([r2_score(y, p) for p in preds]),
-            np.array([mean_squared_error(y, p) for p in preds]))
-
-
-def assert_honest(s: MeasureScores):
-    """What every scored entry promises: each interval holds its estimate; a refused score has no number."""
-    for key, (lo, hi) in s.intervals.items():
-        assert key in s.values and lo - 1e-12 <= s.values[key] <= hi + 1e-12, (key, s.values.get(key), lo, hi)
-    for key in s.refused:
-        assert key not in s.values and key not in s.intervals, key
 
 
 def _data(n=60, p=3, seed=0):
@@ -277,9 +208,9 @@ def test_declared_log_with_a_non_positive_value_is_refused_while_select_falls_ba
     x = y + 0.02 * np.random.default_rng(4).normal(size=len(y))
     x[[3, 40]] = [0.0, -0.5]  # two models without a positive value
     s = score(values_of(zoo, x, transform="log"), zoo, n_boot=N_BOOT)["test.m"]
-    assert set(s.refused) == set(REGRESSION)
+    assert set(s.refused) == {*REGRESSION, "delta_r2"}  # nothing to add to the recipe without a regression
     assert all("2 model(s) have a non-positive value under the declared log transform" in s.refused[k]
-               for k in REGRESSION)
+               for k in (*REGRESSION, "delta_r2"))
     assert all(k not in s.values and k not in s.intervals for k in REGRESSION)
     assert np.isnan(s.adj_r2) and np.isnan(s.kfold_r2) and np.isnan(s.mse)
     assert s.tau == pytest.approx(kendalltau(x, y)[0]) and "tau" in s.intervals  # rank scores do not need phi
@@ -406,7 +337,7 @@ def test_scores_do_not_depend_on_the_row_order_of_the_value_table_or_of_the_zoo_
     shuffled.attrs = values_of(zoo, mu).attrs
     s = score(shuffled, zoo, n_boot=N_BOOT)["test.m"]
     assert s.values == ref.values and s.intervals == ref.intervals
-    other = write_zoo(tmp_path / "shuffled", GRID, _planted_gap, shuffle=5)  # same models, rows in another order
+    other = write_zoo(tmp_path / "shuffled", GRID, planted_gap, shuffle=5)  # same models, rows in another order
     assert other.table_sha256 == zoo.table_sha256 and list(other.table["model_id"]) != sorted(other.model_ids)
     s = score(values_of(other, mu), other, n_boot=N_BOOT)["test.m"]
     assert s.values == pytest.approx(ref.values, rel=1e-12) and set(s.intervals) == set(ref.intervals)
@@ -456,7 +387,7 @@ def test_a_planted_adjusted_r2_outside_its_own_bootstrap_interval_is_refused_end
     # 20 features of pure noise on 216 models: enough models by the rule, but the resampled in-sample fits (about
     # 63% distinct models each) overfit more than the fit on all models, so the estimate falls below its interval
     grid = {"width": [16, 32, 64], "lr": [0.01, 0.1, 0.2], "noise": [0.0, 0.2, 0.4], "seed": list(range(8))}
-    z = write_zoo(tmp_path / "z216", grid, _planted_gap, name="z216")
+    z = write_zoo(tmp_path / "z216", grid, planted_gap, name="z216")
     y = gap_of(z)
     x = np.random.default_rng(0).normal(size=(216, 20))
     s = score(values_of(z, x, kind="signature"), z, n_boot=200)["test.m"]
@@ -639,7 +570,8 @@ def test_a_zoo_without_varied_hyperparameters_gets_no_hparams_baseline_and_a_not
     assert "no baseline.hparams: zoo 'flat' has no varied hyperparameter column (hp.*)" in notes
     assert "baseline.train_loss" in scores.items  # the other baselines are still made
     loss = scores["baseline.train_loss"]
-    assert np.isfinite(loss.kfold_r2) and any("grid scores (Psi, CMI) skipped" in n for n in loss.notes)
+    assert np.isfinite(loss.kfold_r2_free) and any("grid scores (Psi, CMI) skipped" in n for n in loss.notes)
+    assert loss.refused["delta_r2"] == "zoo 'flat' varies no hyperparameter but the seed: there is no recipe to add to"
 
 
 # ---------------------------------------------------------------- the DEMOGEN table
@@ -687,7 +619,7 @@ def test_a_scores_block_survives_json_without_the_per_model_arrays(zoo):
 
 
 def test_unconverged_models_are_counted_and_said(tmp_path):
-    z = write_zoo(tmp_path / "conv", GRID, _planted_gap, name="conv",
+    z = write_zoo(tmp_path / "conv", GRID, planted_gap, name="conv",
                   converged=lambda n: np.arange(n) % 9 != 0)  # 8 of 72 did not converge
     y = gap_of(z)
     s = score(values_of(z, y + 0.03 * np.random.default_rng(0).normal(size=72)), z, n_boot=20)["test.m"]
@@ -757,11 +689,12 @@ def test_transfer_to_the_same_zoo_is_the_in_sample_fit_and_lengths_must_match(zo
 
 
 def statistic_of(score_spec):
-    """The function a score's `statistic` names in scoring/regression.py or scoring/rank.py (None if none)."""
+    """The function a score's `statistic` names in scoring/regression.py, rank.py or recipe.py (None if none)."""
     import genbench.scoring.rank as rank_module
+    import genbench.scoring.recipe as recipe_module
     import genbench.scoring.regression as regression_module
     module, _, name = score_spec.statistic.partition(".")
-    home = {"regression": regression_module, "rank": rank_module}.get(module)
+    home = {"regression": regression_module, "rank": rank_module, "recipe": recipe_module}.get(module)
     return getattr(home, name, None) if home else None
 
 
@@ -792,3 +725,5 @@ def test_scores_read_as_a_table_best_first(zoo):
     assert lines[2].split()[0] == "a.good" and lines[3].split()[0] == "b.noise"  # best k-fold R^2 first
     kf, (lo, hi) = s["a.good"].values["kfold_r2"], s["a.good"].intervals["kfold_r2"]
     assert f"{kf:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2]
+    d, (lo, hi) = s["a.good"].values["delta_r2"], s["a.good"].intervals["delta_r2"]
+    assert f"{d:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2] and "as claimed" in lines[2]

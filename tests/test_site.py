@@ -160,7 +160,11 @@ def test_index_ranked_tables(driver: Any, site: Path, records: list[dict[str, An
     assert not driver.find_elements(By.CSS_SELECTOR, f'.failed-entries[data-zoo="{ZOO2}"]')
     agg = driver.find_element(By.ID, "aggregate")
     assert "mean" in agg.find_element(By.TAG_NAME, "caption").text.lower()
-    assert len(agg.find_elements(By.CSS_SELECTOR, "tbody tr")) == 4  # measures only: no baseline
+    assert len(agg.find_elements(By.CSS_SELECTOR, "tbody tr")) == 5  # 4 measures and the baseline, as a reference
+    base = agg.find_elements(By.CSS_SELECTOR, "tbody tr.baseline")
+    assert [tr.get_attribute("data-name") for tr in base] == ["baseline.hparams"] and "baseline" in base[0].text
+    verdicts = driver.find_elements(By.CSS_SELECTOR, "section.zoo > p.verdict")
+    assert len(verdicts) == 2 and all(v.is_displayed() and v.text.endswith(".") for v in verdicts)
     ablation = driver.find_element(By.ID, "ablation")
     assert "Table 1" in ablation.text and "Table 4" in ablation.text and "negative" in ablation.text
     shot = tmp_path / "index.png"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -192,6 +193,14 @@ def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_pa
                                    "--no-audit", "--n-boot", "20", "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX])
     assert out.exit_code == 0, out.output
     assert "conformance suite passed" in out.output and "adj R2" in out.output and "k-fold R2" in out.output
+    text = " ".join(out.output.split())
+    # the verdict: rank and group among the records ranked beside it, the recipe, what it adds, its direction
+    assert "audit: skipped (--no-audit)" in text and "rank 1 of 1 measures, group 1 (k-fold R² " in text
+    assert "no baseline.hparams record on digits-mlp to compare with: `genbench leaderboard baselines --zoo " \
+           "digits-mlp` makes it" in text
+    assert re.search(r"adds (nothing to the recipe \(-?[0-9.]+ \[|-?[0-9.]+ \[-?[0-9.]+, -?[0-9.]+\] to the recipe)",
+                     text)
+    assert "direction: as claimed (" in text or "AGAINST ITS CLAIM: it declares" in text
     path = results / "digits-mlp" / "_template.json"
     assert str(path) in out.output.replace("\n", "")
     rec = json.loads(path.read_text())

@@ -1,4 +1,5 @@
-"""`genbench leaderboard run|baselines|add|push` and `genbench verify`: make, re-make, add and publish records."""
+"""`genbench leaderboard run|baselines|rescore|failed|add|push` and `genbench verify`: make, re-make, re-score,
+clear, add and publish records."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -99,6 +100,53 @@ def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None,
         loaded.require_complete(allow_partial=allow_partial)
     for loaded in zoos:
         _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+
+
+@leaderboard_app.command("rescore")
+def leaderboard_rescore(results: Optional[Path] = typer.Option(None, "--results", help="folder of records to "
+                                                               "re-score in place (default: $GENBENCH_HOME/results)"),
+                        zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo's records (default: all)"),
+                        copy: Optional[str] = typer.Option(None, "--zoo-copy", help="a copy of the zoo the records "
+                                                           "cite (default: the local build, else the Hub)")) -> None:
+    """Re-score records after the scoring changed (schema 2 to the current one): each record's scores recomputed
+    from its own per-model values on the zoo it cites, the measure not run again; audits and values are kept."""
+    from ..entries.rescore import rescore_folder
+    from ..paths import results_dir
+
+    root = results or results_dir()
+    if not root.is_dir():
+        raise GenbenchError(f"no folder of records at {root}: pass --results DIR")
+    written = rescore_folder(root, zoo=zoo, zoo_path=copy,
+                             say=lambda text: console.print(text, markup=False, highlight=False))
+    console.print(f"re-scored {len(written)} record(s) under {root}")
+
+
+@leaderboard_app.command("failed")
+def leaderboard_failed(results: Optional[Path] = typer.Option(None, "--results", help="folder of records (default: "
+                                                              "$GENBENCH_HOME/results)"),
+                       remove: bool = typer.Option(False, "--remove", help="delete the failure records listed")
+                       ) -> None:
+    """List the failure records of a results folder (entry, zoo, why it failed); --remove deletes them, so that
+    the leaderboard stops listing them (the scored records stay)."""
+    from ..paths import results_dir
+    from ..record import load_records, record_path
+
+    root = results or results_dir()
+    failed = [r for r in load_records(root, skipped=[]) if not r.ok]
+    if not failed:
+        console.print(f"no failure records under {root}", highlight=False)
+        return
+    t = Table("zoo", "entry", Column("why it failed", overflow="fold"), title=f"failure records under {root}")
+    for r in failed:
+        t.add_row(r.zoo_name, r.name, r.failure or "no reason recorded")
+    console.print(t)
+    if remove:
+        for r in failed:
+            record_path(r, root).unlink()
+        console.print(f"removed {len(failed)} failure record(s)", highlight=False)
+    else:
+        console.print(f"`genbench leaderboard failed --remove{f' --results {root}' if results else ''}` deletes "
+                      "them", highlight=False, markup=False)
 
 
 @app.command("verify")

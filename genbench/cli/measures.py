@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..defaults import CHECK_ZOO
 from ..errors import GenbenchError
@@ -20,7 +20,10 @@ def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'm
     names = list_measures(pattern)
     if not names:
         raise GenbenchError(f"no measure matches {pattern!r}; `genbench measures list` shows them all")
-    t = Table("measure", "kind", "needs", "phi", "what it computes", title=f"{len(names)} measures",
+    # the name never wraps or is cut: the other columns fold first (needs, one item a line)
+    t = Table(Column("measure", no_wrap=True), Column("kind", no_wrap=True), Column("needs", overflow="fold"),
+              Column("phi", no_wrap=True), Column("what it computes", overflow="fold", ratio=1),
+              title=f"{len(names)} measures",
               caption="kind: scalar (one number per model) or signature (a vector per model, regressed as in "
                       "DEMOGEN); needs: what the measure sees besides the model (train_data: the exact training "
                       "set; init_weights: the model at initialisation; augment: the zoo's augmentation); phi: "
@@ -28,7 +31,7 @@ def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'm
               caption_justify="left")
     for n in names:
         m = get_measure(n)
-        t.add_row(n, m.kind, ",".join(m.needs), m.transform or "", m.doc)
+        t.add_row(n, m.kind, "\n".join(m.needs), m.transform or "", m.doc)
     console.print(t)
 
 

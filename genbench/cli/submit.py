@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT
+from ..errors import GenbenchError
 from ..leaderboard.format import DIGITS, number
 from .app import app, console
 from .options import AllowPartial, BudgetS, Device, NBoot, ResultsOut, check_limits
@@ -35,6 +36,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
     from ..entries.submit import load_submission, submit, summarize
     from ..leaderboard.columns import HEADLINE, score_spec
     from ..leaderboard.standings import partial_note
+    from ..leaderboard.verdict import entry_verdict
     from ..record import Record
 
     check_limits(seconds={"--budget-s": budget_s, "--memory-gb": memory_gb, "--timeout-s": timeout_s},
@@ -52,6 +54,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
                    n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
+    ranked = _ranked_beside_the_shipped(results)
     failed = 0
     for path in paths:
         rec = Record.read(path)
@@ -64,8 +67,10 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
             headline = "  ".join(f"{score_spec(k).ascii} {number(*s[k], digits=DIGITS)}"
                                  for k in HEADLINE)
             colour, note = ("green", "") if rec.zoo_complete else ("yellow", f"  ({partial_note(rec)})")
-            console.print(f"[{colour}]{zname}: ok[/{colour}]  {headline}  audit: {s['verdict']}{note}",
-                          highlight=False)
+            audit = "skipped (--no-audit)" if no_audit else s["verdict"]
+            console.print(f"[{colour}]{zname}: ok[/{colour}]  {headline}  audit: {audit}{note}", highlight=False)
+            for line in entry_verdict(rec, ranked):
+                console.print(f"  {line}", highlight=False, markup=False)
         console.print(f"  record: {path}", highlight=False)
     if failed < len(paths):
         console.print("`genbench leaderboard` ranks it beside the shipped records (marked local: not verified); "
@@ -73,3 +78,19 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                       highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _ranked_beside_the_shipped(results: Path | None) -> list:
+    """Every record `genbench leaderboard` would rank beside the new ones (the shipped ones and the user's folder),
+    ranked by the k-fold R^2."""
+    from ..leaderboard.standings import rank_records
+    from ..paths import results_dir, shipped_results_dir
+    from ..record import shown_records
+
+    folders = [f for f in (shipped_results_dir(), results or results_dir()) if f is not None and f.is_dir()]
+    try:
+        return rank_records(shown_records(folders, say=lambda text, kind: None))
+    except GenbenchError as e:  # the new records are written; only their place among the others cannot be said
+        console.print(f"cannot rank the new records beside the others: {e}", style="yellow", highlight=False,
+                      markup=False)
+        return []

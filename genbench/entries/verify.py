@@ -40,9 +40,10 @@ class Verification:
         return not self.differences and not self.problems
 
 
-# the fields of a record that differ between identical runs: when and how long, and the commit of the checkout that
-# re-runs it (a record cites the commit that made it: it must be one of this checkout's history, see known_commit)
-TIMING = ("provenance.seconds", "provenance.date", "provenance.git_commit")
+# the fields of a record that differ between identical runs: when and how long, the commit of the checkout that
+# re-runs it (a record cites the commit that made it: it must be one of this checkout's history, see known_commit),
+# and when its scores were recomputed from its values (`genbench leaderboard rescore`; a fresh run has none)
+TIMING = ("provenance.seconds", "provenance.date", "provenance.git_commit", "provenance.rescored")
 
 
 def is_submission(rec: Record) -> bool:

@@ -8,7 +8,7 @@ from ..scoring.spec import SCORE_NAMES, SCORES, Score
 SHOWN = tuple(s.name for s in SCORES if s.shown)  # the leaderboard's score columns
 WITH_INTERVAL = tuple(s.name for s in SCORES if s.interval)  # shown with their 95% interval beside them
 HEADLINE = tuple(s.name for s in SCORES if s.headline)  # a submission's summary (`genbench submit`)
-EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n == "mse")  # csv/json columns, each with its interval
+EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n in ("mse", "kfold_r2_free"))  # csv/json, with intervals
 _BY_NAME = {s.name: s for s in SCORES}
 BASELINE_NOTE = ("a baseline row is a reference predictor, not a measure: it takes part in the rank groups but gets "
                  "no rank number and no mean rank; a measure below baseline.hparams adds nothing the training recipe "

@@ -13,7 +13,8 @@ from ..record import Record
 from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
 from .columns import BASELINE_NOTE, EXPORTED, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
-from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records
+from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records, zoo_title
+from .verdict import zoo_verdicts
 
 NAMING = ("entry: the registered measure (a submission's `entry`); submission: the submission's folder "
           "(submissions/NAME), empty for a built-in measure")  # how every view names an entry
@@ -67,11 +68,15 @@ class ViewNotes:
     group: str = ""         # the group rule (or why there are no groups), when anything is ranked
     baseline: bool = False  # whether a baseline row is shown
     sort: str = DEFAULT_SORT  # the ranking score: the first score column of every view
+    verdicts: dict[str, str] = field(default_factory=dict)  # per zoo: the sentence its table opens with
+    against: bool = False  # whether an entry shown runs against its claim
 
     def lines(self, *, data: bool = False) -> list[str]:
-        """What the view says once: the group rule and what a baseline is (`data`: as csv and json mark it)."""
+        """What the view says once: the group rule, what a baseline is (`data`: as csv and json mark it) and what
+        "against its claim" means."""
         mark = "baseline=true" if data else BASELINE_RANK + " (rank column)"
-        return ([self.group] if self.group else []) + ([f"{mark}: {BASELINE_NOTE}"] if self.baseline else [])
+        return ([self.group] if self.group else []) + ([f"{mark}: {BASELINE_NOTE}"] if self.baseline else []) + \
+            ([AGAINST_NOTE] if self.against else [])
 
     def zoo_lines(self, zoo: str, *, shown: bool = True) -> list[str]:
         """One zoo's lines: its aliases, then its columns without a value (not shown by a table, empty in data)."""
@@ -93,6 +98,8 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
     if any(r.rank is not None or r.rank_group is not None for r in ranked):
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)
+    notes.against = any(r.against_claim for r in ranked)
+    notes.verdicts = {zoo: v.sentence() for zoo, v in zoo_verdicts(ranked).items()}
     return notes
 
 
@@ -101,7 +108,7 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
     """One row per shown record, in ranking order: zoo, rank (none for a baseline), rank group, entry (the
     measure), submission (its folder, for a submitted entry), baseline, aliases (the equivalent entries it stands
     for), kind, status, local (the user's own, unverified record), scores with intervals and refusals (the exported
-    ones and the sort score), verdict, citation, failure, and a note on a record made on a partial zoo (also in its
+    ones and the sort score), claim (against its claim, as claimed, no claim), verdict, citation, failure, and a note on a record made on a partial zoo (also in its
     fragility text, which every view shows). `ranked`: already ranked."""
     keys = [k for k in SCORE_NAMES if k in EXPORTED or k == sort]
     records = list(records)
@@ -116,6 +123,7 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
             lo, hi = r.interval(k)
             row[k], row[k + "_lo"], row[k + "_hi"] = _nan(r.score(k)), _nan(lo), _nan(hi)
             row[k + "_refused"] = r.refusal(k) or ""
+        row["claim"] = claim_text(r)
         row["fragility"] = r.verdict or ("failed" if not r.ok else "not audited")
         row["citation"] = r.citation or ""
         row["failure"] = r.failure or ""
@@ -128,6 +136,23 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
         if col in table:
             table[col] = table[col].astype("Int64")
     return table
+
+
+AGAINST = "against its claim"
+AGAINST_NOTE = (f"{AGAINST}: the entry's free slope or Kendall \u03c4 runs against the direction its measure "
+                "declares (higher_means); its ranking k-fold R\u00b2 holds the slope to the claim in every training "
+                "fold, its free k-fold R\u00b2 is kept as kfold_r2_free")
+
+
+def claim_text(r: Record) -> str:
+    """How an entry stands to its declared direction: against its claim, as claimed, no claim, or '' (not checked:
+    a signature, a baseline, a failure)."""
+    d = r.direction
+    if not d:
+        return ""
+    if d.get("claim") is None:
+        return "no claim"
+    return AGAINST if d.get("against") else "as claimed"
 
 
 def rank_cell(row: Mapping[str, Any]) -> str:
@@ -147,13 +172,14 @@ def markdown(table: pd.DataFrame, notes: ViewNotes | None = None) -> str:
     and refusal footnotes; then the notes said once (group rule, what a baseline is, how entries are named)."""
     notes = notes or ViewNotes()
     parts = []
-    for zoo, part in table.groupby("zoo", sort=True):
+    for zoo, part in table.groupby("zoo", sort=False):  # the rows' order: the ranking's zoo order
         keys = [k for k in score_columns(notes.sort, notes.hidden.get(str(zoo), {})) if k in part]
         subs = "submission" in part and bool(part["submission"].fillna("").astype(bool).any())
         foot = Footnotes()
         rows = []
         for _, r in part.iterrows():
-            entry = r["entry"] + (f" (also: {r['aliases']})" if r.get("aliases") else "")
+            entry = r["entry"] + (f" (also: {r['aliases']})" if r.get("aliases") else "") + \
+                (f" ({AGAINST})" if r.get("claim") == AGAINST else "")
             rows.append({"zoo": zoo, "rank": rank_cell(r), "group": rank_text(r["group"]), "entry": entry,
                          **({"submission": r.get("submission") or ""} if subs else {}),
                          **{k: score_cell(r[k], r.get(f"{k}_lo"), r.get(f"{k}_hi"), refused=r.get(f"{k}_refused"),
@@ -164,7 +190,9 @@ def markdown(table: pd.DataFrame, notes: ViewNotes | None = None) -> str:
         failed = [f"failed: {r['entry']}" + (f" (submission {r['submission']})" if r.get("submission") else "")
                   + f": {r['failure'] or 'no reason recorded'}" for _, r in part.iterrows() if r["status"] != "ok"]
         lines = notes.zoo_lines(str(zoo)) + failed + foot.lines()
-        parts.append(df.to_markdown(index=False, disable_numparse=True) + "\n"
+        verdict = notes.verdicts.get(str(zoo))
+        parts.append((f"**{_md(zoo_title(str(zoo)))}: {_md(verdict)}**\n\n" if verdict else "") + df.to_markdown(index=False,
+                                                                                     disable_numparse=True) + "\n"
                      + "".join(f"\n- {_md(line)}" for line in lines) + ("\n" if lines else ""))
     once = notes.lines() + ([f"{NAMING}; score cells: value [95% interval] where one exists"] if parts else [])
     tail = "".join(f"- {_md(line)}\n" for line in once)

@@ -25,9 +25,11 @@ from ..defaults import AGGREGATE_RULE
 from ..record import Record, finite
 from ..scoring.spec import DEFAULT_SORT, score_label
 from .columns import BASELINE_NOTE, SHOWN, score_spec
-from .export import alias_names, entry_name, entry_names, interval_columns, score_columns, submission_folder
+from .export import (AGAINST_NOTE, alias_names, entry_name, entry_names, interval_columns, score_columns,
+                     submission_folder)
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
-from .standings import by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records
+from .standings import by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records, zoo_label
+from .verdict import zoo_verdict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,8 +50,10 @@ ABLATION_CAPTION = ("Measured values with 95% bootstrap intervals beside the val
                     "on CIFAR-10 (Jiang et al. 2019); 'negative' where the paper reports a negative R\u00b2; MSE in "
                     "units of 10\u207b\u00b3.")
 AGGREGATE_CAPTION = (f"Method: the {AGGREGATE_RULE} (the ranks of the tables above; test zoos, partial builds and "
-                     "zoos of one's own never enter). Compare mean ranks together with the number of zoos; baseline "
-                     "rows have no rank and are left out. Sorted by mean rank, then by name.")
+                     "zoos of one's own never enter). Compare mean ranks together with the number of zoos. Sorted by "
+                     "mean rank, then by name.")
+AGGREGATE_BASELINE_TIP = ("Baseline, not a measure: shown as a reference. Its number is its mean place among the "
+                          "measures (how many are ranked above it on a zoo, plus 0.5).")
 
 
 # ---------------------------------------------------------------- templates
@@ -70,6 +74,7 @@ def environment() -> Environment:
     env.filters.update(num=page_number, sort_key=_sort_attr, rank_text=rank_text, breakable=breakable)
     env.globals.update(
         DASH=DASH, REFUSED=REFUSED, CSP=Markup(CSP), LOCAL_TIP=LOCAL_TIP, baseline_note=sentence(BASELINE_NOTE),
+        AGAINST_TIP=sentence(AGAINST_NOTE), AGGREGATE_BASELINE_TIP=AGGREGATE_BASELINE_TIP,
         ABLATION_CAPTION=ABLATION_CAPTION, AGGREGATE_CAPTION=AGGREGATE_CAPTION, page_rule=page_rule,
         ci=page_interval, number=number, finite=finite, score_label=score_label, score_spec=score_spec,
         first_sort=_first, entry_name=entry_name, submission_folder=submission_folder, safe_url=safe_url,
@@ -230,6 +235,8 @@ class ZooView:
     hidden: Mapping[str, str]
     caption: str
     chart: Markup
+    verdict: str = ""  # the sentence the zoo's section opens with
+    label: str = ""    # "test zoo", "not an official zoo", or "" for an official one
 
 
 def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str,
@@ -243,7 +250,8 @@ def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str],
                    with_interval=set(interval_columns(sort)), rows=rows,
                    failed=[(r, href) for r, href in linked if not r.ok],
                    subs=any(submission_folder(r) for r, _ in rows), hidden=hidden, caption=zoo_caption(recs, sort),
-                   chart=overview_chart(zoo, [r for r, _ in rows], [href for _, href in rows], tid, sort))
+                   chart=overview_chart(zoo, [r for r, _ in rows], [href for _, href in rows], tid, sort),
+                   verdict=zoo_verdict(zoo, recs).sentence() if rows else "", label=zoo_label(zoo))
 
 
 def page_rule(sort: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..defaults import OFFICIAL_ZOOS
+from ..defaults import CHECK_ZOO, OFFICIAL_ZOOS
 from ..errors import GenbenchError
 from ..record import Record
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
@@ -36,7 +36,7 @@ def group_rule(sort: str = DEFAULT_SORT) -> str:
 
 
 def rank_records(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT) -> list[Record]:
-    """Rank the ok records of each zoo by `sort` (best first, ties by name), zoos in name order. Equivalent entries
+    """Rank the ok records of each zoo by `sort` (best first, ties by name), zoos in `zoo_order`. Equivalent entries
     (the same held-out predictions and scores) are shown once, as the first by name with `aliases`; baseline rows
     are ranked among the measures with no rank number (measures are numbered 1, 2, ...); rank groups (kfold_r2 and
     mse only) come from paired bootstrap differences with the group's leader (`group_rule`). Unranked after them,
@@ -44,7 +44,28 @@ def rank_records(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT)
     zoos: dict[str, list[Record]] = {}
     for r in map(Record.of, records):
         zoos.setdefault(r.zoo_name, []).append(r)
-    return [r for zoo in sorted(zoos) for r in _rank_zoo(zoo, zoos[zoo], sort)]
+    return [r for zoo in sorted(zoos, key=zoo_order) for r in _rank_zoo(zoo, zoos[zoo], sort)]
+
+
+def zoo_order(zoo: str) -> tuple[int, int, str]:
+    """Where a zoo's table goes in every view: the official zoos first (in OFFICIAL_ZOOS' order), then other zoos
+    by name, the test zoo (CHECK_ZOO) last."""
+    if zoo in OFFICIAL_ZOOS:
+        return 0, OFFICIAL_ZOOS.index(zoo), zoo
+    return (2 if zoo == CHECK_ZOO else 1), 0, zoo
+
+
+def zoo_label(zoo: str) -> str:
+    """How every view labels a zoo that is not official ('' for an official one)."""
+    if zoo in OFFICIAL_ZOOS:
+        return ""
+    return "test zoo" if zoo == CHECK_ZOO else "not an official zoo"
+
+
+def zoo_title(zoo: str) -> str:
+    """A zoo's name with its label, e.g. 'digits-mlp (test zoo)'."""
+    label = zoo_label(zoo)
+    return f"{zoo} ({label})" if label else zoo
 
 
 def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
@@ -281,12 +302,14 @@ def by_zoo(ranked: Iterable[Record]) -> dict[str, list[Record]]:
 
 @dataclass
 class MeanRank:
-    """One entry across zoos: its rank on each zoo where it is ranked, and their mean."""
+    """One entry across zoos: its rank on each zoo where it is ranked, and their mean. A baseline row's "rank" is its
+    place among the measures (how many are ranked above it, plus 0.5): a reference, not a rank."""
 
     entry: str
     kind: str | None
-    ranks: dict[str, int] = field(default_factory=dict)
+    ranks: dict[str, float] = field(default_factory=dict)
     local: bool = False  # whether any of its ranks comes from a local (the user's own, unverified) record
+    baseline: bool = False
 
     @property
     def zoos(self) -> int:
@@ -302,18 +325,27 @@ class MeanRank:
 def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
     """Across the official zoos (defaults.OFFICIAL_ZOOS, complete builds only): each entry's mean rank over the zoos
     where it is ranked (lower is better), best first, ties by name; failed and missing entries are left out of a zoo
-    rather than penalised, baselines (no rank number) are left out. The rule: defaults.AGGREGATE_RULE."""
+    rather than penalised. Baseline rows come with them as references: their place on a zoo is the number of
+    measures ranked above them plus 0.5. The rule: defaults.AGGREGATE_RULE."""
     rows: dict[str, MeanRank] = {}
+    above: dict[str, int] = {}  # per zoo: measures ranked so far, walking down the ranking
     for r in ranked:
-        if r.rank is not None and r.zoo_name in OFFICIAL_ZOOS and r.zoo_complete:
+        if r.zoo_name not in OFFICIAL_ZOOS or not r.zoo_complete:
+            continue
+        if r.rank is not None:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind))
             row.ranks[r.zoo_name], row.local = int(r.rank), row.local or r.local
+            above[r.zoo_name] = int(r.rank)
+        elif r.baseline and r.ok and r.score(DEFAULT_SORT) is not None:
+            row = rows.setdefault(r.name, MeanRank(r.name, r.kind, baseline=True))
+            row.ranks[r.zoo_name] = above.get(r.zoo_name, 0) + 0.5
     return sorted(rows.values(), key=lambda m: (m.mean_rank, m.entry))
 
 
 def aggregate_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT, *,
                     ranked: Sequence[Record] | None = None) -> pd.DataFrame:
-    """The mean ranks across zoos as a table: entry, mean_rank, zoos, local (`ranked`: the records already ranked)."""
-    rows = [{"entry": m.entry, "mean_rank": m.mean_rank, "zoos": m.zoos, "local": m.local}
+    """The mean ranks across zoos as a table: entry, mean_rank, zoos, local, baseline (a reference row: its mean
+    place among the measures) (`ranked`: the records already ranked)."""
+    rows = [{"entry": m.entry, "mean_rank": m.mean_rank, "zoos": m.zoos, "local": m.local, "baseline": m.baseline}
             for m in mean_ranks(ranked if ranked is not None else rank_records(records, sort))]
-    return pd.DataFrame(rows, columns=["entry", "mean_rank", "zoos", "local"])
+    return pd.DataFrame(rows, columns=["entry", "mean_rank", "zoos", "local", "baseline"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -12,10 +13,11 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
+from ..scoring.spec import MeasureScores, score_label
 from .columns import score_spec
-from .export import NAMING, entry_names, interval_columns, rank_cell, score_columns
-from .format import Footnotes, number, rank_text, score_cell
-from .standings import aggregate_table
+from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
+from .format import BASELINE_RANK, REFUSED, Footnotes, number, rank_text, score_cell
+from .standings import aggregate_table, zoo_title
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,8 +28,10 @@ if TYPE_CHECKING:
     from .export import ViewNotes
 
 WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
+NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
 WRAPPED = 14  # the narrowest fragility column: its longest word ("fragile-value,") whole
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
+AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
 
 
 def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes
@@ -37,9 +41,11 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
     `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
     are several, and once, the group rule, what a baseline is and how entries are named. Long text wraps: nothing
     is cut."""
-    for z, part in table.groupby("zoo", sort=True):
+    for z, part in table.groupby("zoo", sort=False):  # the rows' order: the ranking's zoo order
         failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
         t, foot = zoo_table(console, str(z), part, sort, notes.hidden.get(str(z), {}))
+        if str(z) in notes.verdicts and not part.empty:
+            say(console, f"{zoo_title(str(z))}: {notes.verdicts[str(z)]}")
         if not part.empty:
             console.print(t)
         for line in notes.zoo_lines(str(z)) + foot.lines():
@@ -55,13 +61,16 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
         t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
                   title=f"across the official zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
-            t.add_row(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}),
+            base = f" ({BASELINE_RANK}: mean place)" if r["baseline"] else ""
+            t.add_row(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}) + base,
                       number(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
         say(console, f"across zoos: {AGGREGATE_RULE}", indent=2)
     print_notes(notes, console)
     if "submission" in table and table["submission"].astype(bool).any():
         say(console, NAMING)
+    if "claim" in table and (table["claim"] == AGAINST).any():
+        say(console, f"{AGAINST_MARK.strip()} after an entry's name: {AGAINST} (above)")
     if table["local"].any():
         say(console, f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped {SHIPPED_RESULTS}); "
              "`genbench leaderboard add RECORD` verifies it and adds it there")
@@ -71,17 +80,18 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
               ) -> tuple[Table, Footnotes]:
     """One zoo's ranked rows as a terminal table, and the footnotes of its refused cells. One set of labels at any
     width: where it fits, every score column valued on the zoo (the ranking score first), the submission folder,
-    kind and citation; else rank, group, entry, the ranking score, tau and fragility, with a caption saying so.
+    kind and citation; else rank, group, entry, the ranking score, what it adds to the recipe, tau (where it fits)
+    and fragility, with a caption saying so.
     Text that does not fit its column wraps: nothing is cut."""
     with_iv = interval_columns(sort)
     subs = "submission" in part and bool(part["submission"].astype(bool).any())
 
-    def build(wide: bool, tau: bool = True, caption: str | None = None, least: bool = False
+    def build(wide: bool, extra: tuple[str, ...] = (), caption: str | None = None, least: bool = False
               ) -> tuple[Table, Footnotes]:
-        """The full (`wide`) or headline table (with `tau`); `least`: its wrapping columns at their narrowest."""
+        """The full (`wide`) or headline table (the ranking score and the `extra` scores); `least`: its wrapping
+        columns at their narrowest."""
         foot = Footnotes()
-        keys = score_columns(sort, hidden) if wide else [sort, *(["tau"] if tau and sort != "tau" and "tau" not in
-                                                                 hidden else [])]
+        keys = score_columns(sort, hidden) if wide else [sort, *extra]
         cols = [Column("rank", no_wrap=True), Column("group", no_wrap=True), Column("entry", no_wrap=True),
                 *([Column("submission", no_wrap=True)] if wide and subs else []),
                 *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
@@ -89,11 +99,12 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
                 Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None),
                 *([Column("citation", overflow="fold", min_width=WIDE_CITATION, width=WIDE_CITATION if least else
                           None)] if wide else [])]
-        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, title=f"{zoo}: ranked by {sort}",
-                  caption=caption)
+        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
+                  title=f"{zoo_title(zoo)}: ranked by {sort}", caption=caption)
         for _, r in part.iterrows():
             scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
-                                 refused=r.get(f"{k}_refused"), notes=foot) for k in keys]
+                                 refused=r.get(f"{k}_refused"), notes=foot, digits=score_spec(k).digits)
+                      for k in keys]
             t.add_row(rank_cell(r), rank_text(r["group"]), entry_cell(r), *([r["submission"]] if wide and subs else []),
                       *scores, *([str(r["kind"] or "")] if wide else []), r["fragility"],
                       *([str(r["citation"] or "")] if wide else []))
@@ -104,8 +115,10 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
         return build(True)
     caption = (f"a terminal narrower than {need} columns shows fewer columns here; --format markdown or csv gives "
                "them all")
-    tau = width(build(False, least=True)[0]) <= console.width
-    return build(False, tau, caption)
+    headline = [k for k in NARROW if k != sort and k not in hidden]
+    while headline and width(build(False, tuple(headline), least=True)[0]) > console.width:
+        headline.pop()  # the last of NARROW goes first
+    return build(False, tuple(headline), caption)
 
 
 def width(table: Table) -> int:
@@ -126,29 +139,66 @@ def say(out: Console, text: str, *, indent: int = 0) -> None:
 def print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> None:
     """The notes a view says once: the group rule and what a baseline is; with `per_zoo`, each zoo's notes first
     (aliases, columns never valued there), which the terminal prints under each zoo's table instead."""
-    lines = [f"{z}: {line}" for z in notes.hidden for line in notes.zoo_lines(z, shown=False)] if per_zoo else []
+    lines = [f"{z}: {line}" for z in notes.hidden for line in
+             ([notes.verdicts[z]] if z in notes.verdicts else []) + notes.zoo_lines(z, shown=False)] if per_zoo else []
     for line in lines + notes.lines(data=per_zoo):
         say(out, line)
 
 
 def entry_cell(row: pd.Series | dict) -> str:
-    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local)."""
-    return str(row["entry"]) + (LOCAL_MARK if row.get("local") else "")
+    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local) and
+    when it runs against its claim."""
+    return str(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + \
+        (AGAINST_MARK if row.get("claim") == AGAINST else "")
+
+
+SCORE_VIEW = ("kfold_r2", "delta_r2", "tau", "adj_r2", "psi", "cmi", "sign_error_worst", "sign_error_mean")
+"""The columns of `genbench score`, most wanted first: a narrow terminal drops them from the end."""
 
 
 def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> None:
-    """One row per measure, best k-fold R^2 first: the headline scores with their intervals, the sign-errors and
-    the notes (refusals with their reasons)."""
-    head = ("adj_r2", "kfold_r2", "tau", "psi", "cmi")
-    t = Table("measure", "phi", *(score_spec(k).ascii for k in head), "sign-error worst/mean", "notes",
-              title=f"{zoo}: target {target}, {len(scores)} measures, 95% paired bootstrap intervals")
-    for s in sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf")))):
-        cells = [number(s.values.get(k), *s.intervals.get(k, ())) if k not in s.refused else "refused"
-                 for k in head]
-        t.add_row(s.measure, s.transform_used.get("all", s.transform or ""), *cells,
-                  f"{number(s.values.get('sign_error_worst'))}/{number(s.values.get('sign_error_mean'))}",
-                  "; ".join([*s.notes, *(f"{k}: {v}" for k, v in s.refused.items())]))
-    console.print(t)
+    """One row per measure, best k-fold R^2 first: the scores with their intervals (what it adds to the recipe among
+    them) and the phi used, as many as fit the terminal (a name, number or interval is never cut: the last columns
+    go first, and a caption says so); a measure against its claim marked; each measure's notes and refusals below
+    the table."""
+    ordered = sorted(scores, key=lambda s: -(s.values.get("kfold_r2", float("-inf"))))
+    foot = Footnotes()
+
+    def cell(s: MeasureScores, k: str) -> str:
+        if k in s.refused:
+            return f"{REFUSED}{foot.mark(f'{s.measure}: {score_label(k)}: {s.refused[k]}')}"
+        iv = s.intervals.get(k, ()) if score_spec(k).interval or k == "kfold_r2" else ()
+        return number(s.values.get(k), *iv, digits=score_spec(k).digits)
+
+    def build(keys: Sequence[str], caption: str | None = None) -> Table:
+        iv = {k for k in keys if score_spec(k).interval or k == "kfold_r2"}
+        t = Table(Column("measure", no_wrap=True), Column("phi", no_wrap=True),
+                  *(Column(score_spec(k).ascii + (" [95%]" if k in iv else ""), no_wrap=True) for k in keys),
+                  box=box.SIMPLE_HEAD, pad_edge=False, caption=caption,
+                  title=f"{zoo}: target {target}, {len(scores)} measure(s), 95% paired bootstrap intervals")
+        for s in ordered:
+            t.add_row(s.measure + (AGAINST_MARK if s.direction.get("against") else ""),
+                      s.transform_used.get("all", s.transform or ""), *(cell(s, k) for k in keys))
+        return t
+
+    keys = [k for k in SCORE_VIEW if any(k in s.values or k in s.refused for s in ordered)]
+    shown = list(keys)
+    while len(shown) > 1 and width(build(shown)) > console.width:
+        shown.pop()
+    foot = Footnotes()  # the marks of the table printed, not of the ones measured
+    dropped = [score_spec(k).ascii for k in keys if k not in shown]
+    console.print(build(shown, caption=f"not shown at this width: {', '.join(dropped)} (a wider terminal shows "
+                                       "them)" if dropped else None))
+    for line in foot.lines():
+        say(console, line, indent=2)
+    said: dict[str, list[str]] = {}  # a note several measures share is said once, naming them
+    for s in ordered:
+        for note in s.notes:
+            said.setdefault(note, []).append(s.measure)
+    for note, names in said.items():
+        say(console, f"{', '.join(names)}: {note}", indent=2)
+    if any(s.direction.get("against") for s in scores):
+        say(console, f"{AGAINST_MARK.strip()} after a measure: {AGAINST_NOTE}")
 
 
 def print_demogen_tables(console: Console, scores: Scores, zoo: str) -> None:

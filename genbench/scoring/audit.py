@@ -103,7 +103,7 @@ def _signature_fit() -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from .baselines import ALPHAS as RIDGE_ALPHAS
+    from .recipe import ALPHAS as RIDGE_ALPHAS
     return make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS))
 
 

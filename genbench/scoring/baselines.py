@@ -11,19 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from sklearn.impute import SimpleImputer
-from sklearn.linear_model import RidgeCV
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardScaler
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError
 from ..zoo.storage import Zoo
+from .recipe import hparam_design, recipe_estimator, ridge
 from .regression import K_FOLDS, REPEATS
 from .scores import Scores, score_columns, sorted_values, zoo_resamples
 from .spec import MeasureScores
-
-ALPHAS = np.logspace(-4, 4, 17)  # the ridge penalties RidgeCV chooses from, inside each training fold
-REPLICATE = "seed"
 
 
 @dataclass(frozen=True)
@@ -50,13 +46,6 @@ _TABLE_COLUMNS = {"baseline.train_loss": ("train_loss", "smaller_gap"),
                   "baseline.train_acc": ("train_acc", "larger_gap")}
 
 
-def hparam_design(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
-    """The varied hyperparameter axes of the given models (the replicate axis left out), as text levels."""
-    t = zoo.table.set_index("model_id").loc[ids]
-    axes = [a for a in zoo.hparams if a != REPLICATE and f"hp.{a}" in t.columns and t[f"hp.{a}"].nunique() > 1]
-    return t[[f"hp.{a}" for a in axes]].astype(str).reset_index(drop=True)
-
-
 def measure_design(values: pd.DataFrame, names: list[str]) -> np.ndarray:
     """The scalar measures' columns, log-scaled where every value is positive; columns without any value dropped."""
     absent = [n for n in names if n not in values.columns]
@@ -73,10 +62,6 @@ def measure_design(values: pd.DataFrame, names: list[str]) -> np.ndarray:
     return np.stack(cols, 1) if cols else np.zeros((len(values), 0))
 
 
-def _ridge(*steps: object) -> object:
-    return make_pipeline(*steps, RidgeCV(alphas=ALPHAS))
-
-
 def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: list[str] | None = None,
                     target: str = "gap", k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED,
                     n_boot: int = N_BOOT, only: tuple[str, ...] = BASELINE_NAMES) -> tuple[Scores, list[str]]:
@@ -87,12 +72,14 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
     weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=ids)
     items: dict[str, MeasureScores] = {}
     notes: list[str] = []
+    recipes: dict = {}
 
-    def add(name: str, x: np.ndarray, estimator: object | None, higher_means: str | None = None) -> None:
+    def add(name: str, x: np.ndarray, estimator: object | None, higher_means: str | None = None,
+            recipe: str | bool = True) -> None:
         kind = "scalar" if estimator is None else "baseline"
         items[name] = score_columns(name, x, table, zoo, weights, kind=kind, transform="select",
                                     higher_means=higher_means, target=target, estimator=estimator, k=k,
-                                    repeats=repeats, seed=seed)
+                                    repeats=repeats, seed=seed, recipe=recipe, recipes=recipes)
         items[name].kind = "baseline"
         if estimator is not None:
             items[name].transform = None  # the pipeline scales its own inputs: no phi
@@ -103,12 +90,11 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
         notes.append(f"no baseline.hparams: zoo {zoo.name!r} has no varied hyperparameter column (hp.*)")
     elif hp.shape[1]:
         x = hp.to_numpy(dtype=object)
-        onehot = OneHotEncoder(handle_unknown="ignore", sparse_output=False)
         if "baseline.hparams" in wanted:
-            add("baseline.hparams", x, _ridge(onehot, PolynomialFeatures(2, interaction_only=True,
-                                                                         include_bias=False)))
+            add("baseline.hparams", x, recipe_estimator(), recipe="it is the recipe")
         if "baseline.hparams_main" in wanted:
-            add("baseline.hparams_main", x, _ridge(onehot))
+            add("baseline.hparams_main", x, ridge(OneHotEncoder(handle_unknown="ignore", sparse_output=False)),
+                recipe="it is the recipe (main effects only)")
     if "baseline.all_measures" in wanted:
         names = list(measures or [])
         if values is None or not names:
@@ -119,7 +105,7 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
                 notes.append("no baseline.all_measures: the value table does not cover every model of the zoo")
             else:
                 x = measure_design(v, names)
-                add("baseline.all_measures", x, _ridge(SimpleImputer(strategy="median"), StandardScaler()))
+                add("baseline.all_measures", x, ridge(SimpleImputer(strategy="median"), StandardScaler()))
     for name, (column, higher_means) in _TABLE_COLUMNS.items():
         if name in wanted:
             col = zoo.table.set_index("model_id").loc[ids, column].to_numpy(dtype=float)[:, None]

@@ -1,7 +1,9 @@
 """Regression scores (DEMOGEN): least squares of the target on phi(signature). Adjusted R^2 on all models; k-fold
 R^2 and held-out MSE pooled over the out-of-fold predictions of R shuffles of k-fold cross-validation (what
 scikit-learn's cross_val_predict + r2_score compute, averaged over the shuffles); phi chosen inside each training
-fold when the measure asks the scorer to select it; the bootstrap of adjusted R^2 by batched weighted least squares."""
+fold when the measure asks the scorer to select it; a scalar's slope held to its declared direction when asked (a
+training fold whose free fit runs the other way predicts the fold's mean); the bootstrap of adjusted R^2 by batched
+weighted least squares."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,23 +34,37 @@ def adjusted_r2(r2: float | np.ndarray, n: int, p: int) -> float | np.ndarray:
 
 class PhiRegression(RegressorMixin, BaseEstimator):
     """Least squares of y on phi(x), phi in {linear, log}; "select" picks the one with the better fit on the
-    training models (the caller offers it only when every value is positive); `phi_` is the one used."""
+    training models (the caller offers it only when every value is positive); `phi_` is the one used.
 
-    def __init__(self, transform: str = "linear"):
+    `direction` (+1 or -1, one feature only) holds the slope to that sign: non-negative least squares on
+    direction * phi(x), so a fit that wants the other sign becomes the training mean (`flat_` says so)."""
+
+    def __init__(self, transform: str = "linear", direction: float | None = None):
         self.transform = transform
+        self.direction = direction
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> "PhiRegression":
+        if self.direction is not None and x.shape[1] != 1:
+            raise ValueError(f"a direction holds the slope of one feature, got {x.shape[1]}")
+        sign = 1.0 if self.direction is None else float(np.sign(self.direction))
         options = ["linear", "log"] if self.transform == "select" else [self.transform]
         fits = []
         for phi in options:
-            z = np.log(x) if phi == "log" else x
-            reg = LinearRegression().fit(z, y)
+            z = sign * (np.log(x) if phi == "log" else x)
+            reg = LinearRegression(positive=self.direction is not None).fit(z, y)
             fits.append((r2_score(y, reg.predict(z)), phi, reg))
         _, self.phi_, self.reg_ = max(fits, key=lambda f: f[0])
+        self.sign_ = sign
+        self.flat_ = self.direction is not None and not np.any(self.reg_.coef_)
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        return self.reg_.predict(np.log(x) if self.phi_ == "log" else x)
+        return self.reg_.predict(self.sign_ * (np.log(x) if self.phi_ == "log" else x))
+
+    @property
+    def slope_(self) -> np.ndarray:
+        """The coefficients on phi(x) (with the direction's sign put back)."""
+        return self.sign_ * self.reg_.coef_
 
 
 @dataclass
@@ -60,6 +76,8 @@ class CrossValidation:
     mse: np.ndarray                     # [R] pooled held-out MSE of each shuffle
     fold_mean_r2: float                 # the paper's per-fold mean of R^2, averaged over the shuffles
     chosen: dict[str, int] = field(default_factory=dict)  # how many folds used each phi (PhiRegression only)
+    flat: int = 0                       # training folds whose fit ran against the direction and predicted the mean
+    folds: int = 0                      # training folds in all (k times the shuffles)
 
     @property
     def kfold_r2(self) -> float:
@@ -77,11 +95,13 @@ def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_F
     """Fit a clone of `estimator` on k-1 folds and predict the held-out one, for shuffle seeds 0..repeats-1."""
     n = len(y)
     heldout = np.empty((repeats, n))
-    fold_r2, chosen = [], {}
+    fold_r2, chosen, flat, folds = [], {}, 0, 0
     for r in range(repeats):
         for train, test in KFold(k, shuffle=True, random_state=r).split(x):
             est = clone(estimator).fit(x[train], y[train])
             heldout[r, test] = est.predict(x[test])
+            folds += 1
+            flat += bool(getattr(est, "flat_", False))
             if hasattr(est, "phi_"):
                 chosen[est.phi_] = chosen.get(est.phi_, 0) + 1
             if len(test) > 1 and np.ptp(y[test]) > 0:
@@ -89,7 +109,7 @@ def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_F
     r2, mse = zip(*(pooled_scores(y, heldout[r][None]) for r in range(repeats)))
     per_shuffle = [np.mean([v for s, v in fold_r2 if s == r]) for r in range(repeats)]
     return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
-                           fold_mean_r2=float(np.mean(per_shuffle)), chosen=chosen)
+                           fold_mean_r2=float(np.mean(per_shuffle)), chosen=chosen, flat=flat, folds=folds)
 
 
 def _weighted_fit_predict(x_fit: np.ndarray, y: np.ndarray, w: np.ndarray, x_pred: np.ndarray) -> np.ndarray:

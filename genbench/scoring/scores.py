@@ -17,6 +17,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 
 from ..measures.registry import TRANSFORMS
 from . import rank
+from .recipe import RecipePlus, hparam_design, recipe_estimator, with_recipe
 from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
                          bootstrap_adj_r2, cross_validate, enough_models)
 from .resample import percentile_interval, pooled_scores, resample_weights
@@ -43,7 +44,8 @@ class Scores:
         return len(self.items)
 
     def __repr__(self) -> str:
-        """A readable summary: per measure, best k-fold R^2 first, the headline scores with their 95% intervals."""
+        """A readable summary: per measure, best k-fold R^2 first, the headline scores with their 95% intervals and
+        whether it behaves as it claims (AGAINST: its free slope or tau runs against its declared direction)."""
         def cell(s: MeasureScores, key: str) -> str:
             if key in s.refused:
                 return "refused"
@@ -53,9 +55,12 @@ class Scores:
             lo, hi = s.intervals.get(key, (np.nan, np.nan))
             return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
 
-        keys = ("kfold_r2", "adj_r2", "tau", "cmi")
+        keys = ("kfold_r2", "delta_r2", "adj_r2", "tau", "cmi")
+        claim = {True: "AGAINST", False: "as claimed"}
         rows = [{"measure": s.measure, "phi": s.transform_used.get("all", s.transform or ""), "n": s.n,
-                 **{score_label(k): cell(s, k) for k in keys}, "notes": len(s.notes) + len(s.refused)}
+                 **{score_label(k): cell(s, k) for k in keys},
+                 "claim": claim.get(s.direction.get("against"), "-") if s.direction.get("claim") else "-",
+                 "notes": len(s.notes) + len(s.refused)}
                 for s in sorted(self, key=lambda s: -s.values.get("kfold_r2", -np.inf))]
         head = f"Scores on {self.zoo}, target {self.target}: {len(self)} measure(s), 95% paired bootstrap intervals"
         return head + ("\n" + pd.DataFrame(rows).to_string(index=False) if rows else "")
@@ -90,13 +95,18 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
     return t[[f"hp.{a}" for a in axes]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
 
 
+Recipe = tuple[np.ndarray, CrossValidation]  # the recipe's levels of the scored models, and its own k-fold fit
+
+
 def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
                   transform: str, target: str, n_test: int, weights: np.ndarray, higher_means: str | None = None,
                   dropped: int = 0, unconverged: int | None = None, k: int = K_FOLDS, repeats: int = REPEATS,
-                  estimator: Any = None) -> MeasureScores:
+                  estimator: Any = None, recipe: Recipe | str | None = None) -> MeasureScores:
     """Every score of one measure on its models with values (weights: the zoo's paired resamples, [B, n] over these
     models); what cannot be computed or honestly reported gets no number, and a note or a refusal says why.
-    `estimator` replaces the least-squares fit of phi(x) (the baselines' regularised fits: no adjusted R^2)."""
+    `estimator` replaces the least-squares fit of phi(x) (the baselines' regularised fits: no adjusted R^2).
+    `recipe`: the hyperparameter levels of these models and the recipe's own cross-validation, for what the
+    measure adds to it (delta_r2); a string says why there is nothing to add to."""
     s = MeasureScores(measure=name, kind=kind, transform=transform, target=target, n=len(y), dropped=dropped,
                       features=x.shape[1], unconverged=unconverged)
     if dropped:
@@ -109,18 +119,25 @@ def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids
     if np.ptp(y) == 0:
         s.notes.append(f"the target {target!r} is constant over these models: no score is defined")
         return s
-    cv = _add_regression(s, x, y, weights, k=k, repeats=repeats, estimator=estimator)
+    claim = _direction(kind, higher_means, estimator, target)
+    held = claim if kind == "scalar" and estimator is None else None
+    cv = _add_regression(s, x, y, weights, k=k, repeats=repeats, estimator=estimator, direction=held)
     if cv is not None:
         s.heldout = cv.heldout
         s.predictions = pd.Series(cv.heldout[0], index=ids, name="heldout_prediction")
+    offered = "linear" if estimator is not None or (s.transform == "select" and (x <= 0).any()) else s.transform
+    _add_delta(s, x, y, weights, recipe, k=k, repeats=repeats, regressed=cv is not None, phi=offered)
     if kind == "scalar" and estimator is None:
         ranked = x[:, 0]
     elif cv is not None:
         ranked = cv.heldout.mean(0)  # g_hat: the held-out predictions, averaged over the shuffles
     else:
         s.notes.append("rank scores need a scalar or the k-fold predictions of a signature: skipped")
+        _keep_honest(s)
         return s
-    _add_rank(s, ranked, y, hp, weights, n_test, direction=_direction(kind, higher_means, estimator, target))
+    _add_rank(s, ranked, y, hp, weights, n_test, direction=claim)
+    if kind == "scalar" and estimator is None:
+        _check_direction(s, higher_means, held, cv)
     _keep_honest(s)
     return s
 
@@ -133,6 +150,27 @@ def _direction(kind: str, higher_means: str | None, estimator: Any, target: str)
         return 1.0
     claim = {"larger_gap": 1.0, "smaller_gap": -1.0}.get(higher_means or "")
     return None if claim is None else claim * (-1.0 if target == "test_acc" else 1.0)
+
+
+def _check_direction(s: MeasureScores, higher_means: str | None, held: float | None,
+                     cv: CrossValidation | None) -> None:
+    """Whether a scalar behaves as it claims: the sign of its free slope (all models) and of its Kendall tau
+    against the declared direction; "against its claim" when either runs the other way."""
+    if held is None:
+        s.direction = {"claim": None, "against": False}
+        s.notes.append("no direction check: the measure declares no direction (higher_means)")
+        return
+    slope = float(np.sign(s.coef[0])) if s.coef else float("nan")
+    tau = float(np.sign(s.values["tau"])) if np.isfinite(s.values.get("tau", np.nan)) else float("nan")
+    against = bool(slope * held < 0 or tau * held < 0)
+    s.direction = {"claim": higher_means, "slope": slope, "tau": tau, "against": against,
+                   "flat_folds": cv.flat if cv else None, "folds": cv.folds if cv else None}
+    if against:
+        wrong = [w for w, v in (("free slope", slope), ("Kendall \u03c4", tau)) if v * held < 0]
+        s.notes.append(f"against its claim: it declares {higher_means!r} but its {' and '.join(wrong)} "
+                       f"run{'' if len(wrong) > 1 else 's'} the other way; the ranking k-fold R\u00b2 holds the "
+                       "slope to the claim"
+                       + (f" ({cv.flat} of {cv.folds} training folds predicted their mean)" if cv else ""))
 
 
 def _regression_inputs(s: MeasureScores, x: np.ndarray, n: int) -> str | None:
@@ -154,15 +192,18 @@ def _regression_inputs(s: MeasureScores, x: np.ndarray, n: int) -> str | None:
 
 
 def _add_regression(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.ndarray, *, k: int, repeats: int,
-                    estimator: Any) -> CrossValidation | None:
-    """adjusted R^2 (least squares only), pooled repeated k-fold R^2 and MSE, with their resample distributions."""
+                    estimator: Any, direction: float | None) -> CrossValidation | None:
+    """adjusted R^2 (least squares only), pooled repeated k-fold R^2 and MSE, with their resample distributions.
+    With a `direction`, the ranking k-fold fit holds the slope to it and the free fit is kept as kfold_r2_free."""
     n = len(y)
+    free = None
     if estimator is None:
         phi = _regression_inputs(s, x, n)
         if phi is None:
             return None
-        estimator = PhiRegression(phi)
-        full = clone(estimator).fit(x, y)
+        free = PhiRegression(phi)
+        estimator = free if direction is None else PhiRegression(phi, direction=direction)
+        full = clone(free).fit(x, y)
         z = np.log(x) if full.phi_ == "log" else x
         s.values["adj_r2"] = float(adjusted_r2(r2_score(y, full.predict(x)), n, x.shape[1]))
         s.coef, s.intercept = full.reg_.coef_.tolist(), float(full.reg_.intercept_)
@@ -175,9 +216,31 @@ def _add_regression(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.
         s.transform_used["folds"] = dict(sorted(cv.chosen.items()))
     s.values.update(kfold_r2=cv.kfold_r2, mse=cv.kfold_mse)
     s.spread = {"kfold_r2": cv.r2.tolist(), "mse": cv.mse.tolist()}
-    s.fold_mean_r2 = cv.fold_mean_r2
     s.samples["kfold_r2"], s.samples["mse"] = pooled_scores(y, cv.heldout, weights)
+    free_cv = cv if free is None or direction is None else cross_validate(free, x, y, k=k, repeats=repeats)
+    s.values["kfold_r2_free"] = free_cv.kfold_r2
+    s.samples["kfold_r2_free"] = s.samples["kfold_r2"] if free_cv is cv else pooled_scores(y, free_cv.heldout,
+                                                                                           weights)[0]
+    s.fold_mean_r2 = free_cv.fold_mean_r2  # the paper's protocol: the free fit
     return cv
+
+
+def _add_delta(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.ndarray, recipe: Recipe | str | None, *,
+               k: int, repeats: int, regressed: bool, phi: str) -> None:
+    """delta_r2: the k-fold R^2 of the recipe plus the measure minus the recipe's alone, on the same folds, with
+    the paired resamples' interval. Refused when the measure has no regression score or the zoo no recipe."""
+    if recipe is None:
+        return
+    if isinstance(recipe, str):
+        s.refused["delta_r2"] = recipe
+        return
+    if not regressed:
+        s.refused["delta_r2"] = s.refused.get("kfold_r2", "the measure has no k-fold R\u00b2")
+        return
+    levels, alone = recipe
+    plus = cross_validate(RecipePlus(levels.shape[1], phi), with_recipe(levels, x), y, k=k, repeats=repeats)
+    s.values["delta_r2"] = plus.kfold_r2 - alone.kfold_r2
+    s.samples["delta_r2"] = pooled_scores(y, plus.heldout, weights)[0] - pooled_scores(y, alone.heldout, weights)[0]
 
 
 def _refuse(s: MeasureScores, keys: tuple[str, ...], reason: str) -> None:
@@ -258,13 +321,13 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     values = sorted_values(values, zoo)
     names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
     weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"])
-    items = {}
+    items, recipes = {}, {}
     for name in names:
         meta = info.get(name) or _meta(get_measure(name))
         phi = meta["transform"] if transform == "declared" else transform
         items[name] = score_columns(name, measure_matrix(values, name), values, zoo, weights, kind=meta["kind"],
                                     transform=phi, higher_means=meta.get("higher_means"), target=target, k=k,
-                                    repeats=repeats, seed=seed)
+                                    repeats=repeats, seed=seed, recipes=recipes)
     return Scores(zoo.name, target, items)
 
 
@@ -300,17 +363,26 @@ def unconverged_count(zoo: Zoo, ids: list[str]) -> int | None:
 
 def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weights: np.ndarray, *, kind: str,
                   transform: str, higher_means: str | None, target: str, estimator: Any = None,
-                  k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED) -> MeasureScores:
+                  k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED, recipe: str | bool = True,
+                  recipes: dict[tuple[str, ...], Recipe | str] | None = None) -> MeasureScores:
     """Score one measure's columns x [n, p] (rows in the order of `values`): models without a finite value are
     dropped, the resamples restricted to the rest; the record keeps the held-out predictions of every model. An
-    `estimator` (a baseline's pipeline) takes every row as it is, missing values included."""
+    `estimator` (a baseline's pipeline) takes every row as it is, missing values included. `recipe` False (or the
+    reason, a string) scores no delta_r2; `recipes` caches the recipe's own fit per set of models."""
     ok = np.ones(len(x), bool) if estimator is not None else np.isfinite(x).all(axis=1)
     ids = list(values["model_id"][ok])
     y = zoo.table.set_index("model_id").loc[ids, target].to_numpy(dtype=float)
+    plan: Recipe | str | None = recipe if isinstance(recipe, str) else None
+    if recipe is True and len(ids) >= 3:
+        cache = {} if recipes is None else recipes
+        key = (target, *map(str, ids))
+        if key not in cache:
+            cache[key] = recipe_fit(zoo, ids, y, k=k, repeats=repeats)
+        plan = cache[key]
     s = score_measure(name, x[ok], y, grid_table(zoo, ids), ids, kind=kind, transform=transform, target=target,
                       n_test=int(zoo.manifest.get("test_size", 10_000)), weights=weights[:, ok],
                       higher_means=higher_means, dropped=int((~ok).sum()), unconverged=unconverged_count(zoo, ids),
-                      k=k, repeats=repeats, estimator=estimator)
+                      k=k, repeats=repeats, estimator=estimator, recipe=plan)
     if s.heldout is not None:
         full = np.full((s.heldout.shape[0], len(ok)), np.nan)
         full[:, ok] = s.heldout
@@ -318,6 +390,18 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
     s.kfold = {"k": k, "repeats": repeats, "seeds": list(range(repeats))}
     s.bootstrap = {"seed": seed, "n_boot": len(weights), "table_sha256": zoo.table_sha256}
     return s
+
+
+def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, *, k: int = K_FOLDS, repeats: int = REPEATS) -> Recipe | str:
+    """The recipe's levels of these models and its own cross-validation (baseline.hparams' fit); or why a measure
+    has no recipe to add to."""
+    levels = hparam_design(zoo, ids)
+    if levels.shape[1] == 0:
+        return f"zoo {zoo.name!r} varies no hyperparameter but the seed: there is no recipe to add to"
+    if np.ptp(y) == 0:
+        return "the target is constant over these models"
+    x = levels.to_numpy(dtype=object)
+    return x, cross_validate(recipe_estimator(), x, y, k=k, repeats=repeats)
 
 
 def _meta(m: Any) -> dict[str, Any]:

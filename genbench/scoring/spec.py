@@ -25,6 +25,7 @@ class Score:
     shown: bool = False           # a column of the leaderboard (terminal, page, exports)
     interval: bool = False        # shown with its 95% interval beside it
     headline: bool = False        # in a submission's summary (`genbench submit`)
+    digits: int = 2               # decimals in the terminal's tables (a difference of R^2 needs three)
 
 
 # THE list of scores, in display order; records, rankings, tables and the page all read it.
@@ -33,8 +34,16 @@ SCORES: tuple[Score, ...] = (
           "adjusted R\u00b2 of the linear fit of the gap, with its 95% bootstrap interval",
           statistic="regression.adjusted_r2", shown=True, interval=True, headline=True),
     Score("kfold_r2", "k-fold R\u00b2", "k-fold R\u00b2", "k-fold R2",
-          "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score), with its 95% bootstrap "
-          "interval", statistic="regression.cross_validate", shown=True, interval=True, headline=True),
+          "R\u00b2 of the k-fold held-out predictions of the gap (the ranking score; a scalar's slope held to its "
+          "declared direction in every training fold), with its 95% bootstrap interval",
+          statistic="regression.cross_validate", shown=True, interval=True, headline=True),
+    Score("delta_r2", "adds to the recipe (\u0394 k-fold R\u00b2)", "adds to recipe", "adds",
+          "k-fold R\u00b2 of the hyperparameters plus the measure minus that of the hyperparameters alone (same "
+          "folds), with its paired 95% bootstrap interval", statistic="recipe.RecipePlus", shown=True,
+          interval=True, headline=True, digits=3),
+    Score("kfold_r2_free", "k-fold R\u00b2 (free slope)", "k-fold R\u00b2 (free)", "free R2",
+          "k-fold R\u00b2 with the slope free to take either sign (DEMOGEN's protocol), with its 95% bootstrap "
+          "interval", statistic="regression.cross_validate"),
     Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
           lower_is_better=True, statistic="regression.cross_validate"),
     Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap",
@@ -58,7 +67,7 @@ SCORES: tuple[Score, ...] = (
 )
 DEFAULT_SORT = "kfold_r2"  # the ranking score
 SCORE_NAMES = tuple(s.name for s in SCORES)
-REGRESSION = ("adj_r2", "kfold_r2", "mse")  # the scores of a regression onto the gap
+REGRESSION = ("adj_r2", "kfold_r2", "kfold_r2_free", "mse")  # the scores of a regression onto the gap
 _LABELS = {s.name: s.label for s in SCORES}
 
 
@@ -91,6 +100,7 @@ class MeasureScores:
     intercept: float = float("nan")
     psi_axes: dict[str, float] = field(default_factory=dict)
     cmi_sign: float = float("nan")
+    direction: dict[str, Any] = field(default_factory=dict)   # a scalar's claim checked: slope and tau signs, against
     notes: list[str] = field(default_factory=list)
     predictions: pd.Series | None = None   # held-out predictions of shuffle 0 (not stored in the scores block)
     heldout: Any = None                    # [R, n] held-out predictions of every shuffle (stored with the values)

@@ -1,0 +1,181 @@
+"""The verdict a zoo's table opens with, in one sentence: the best measure, whether it beats the recipe
+(baseline.hparams, compared pairwise on the zoo's resamples), what it and the others add to the recipe (delta_r2
+with its paired interval), and how many run against their own claim. numpy only, like the ranking it reads."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import GenbenchError
+from ..record import Record
+from ..scoring.resample import percentile_interval
+from .format import DIGITS, number, rank_text
+from .standings import _heldout_array, _check_pairable, by_zoo, paired_draws
+
+RECIPE = "baseline.hparams"
+LISTED = 3  # entries named in the sentence before "and N more"
+
+
+@dataclass
+class Verdict:
+    """What one zoo says: its best measure and its k-fold R^2, the recipe's, their paired difference, the entries
+    that add to the recipe, and those running against their claim."""
+
+    zoo: str
+    best: Record | None = None
+    recipe: Record | None = None
+    difference: tuple[float, float, float] | None = None  # best - recipe: point, 95% interval
+    adds: list[Record] = field(default_factory=list)
+    against: list[Record] = field(default_factory=list)
+
+    @property
+    def beats_recipe(self) -> bool | None:
+        """Whether the best measure beats the recipe (its paired interval above 0); None when it cannot be said."""
+        return None if self.difference is None else self.difference[1] > 0
+
+    def sentence(self) -> str:
+        """The verdict in words, e.g. "No measure beats the recipe (baseline.hparams 0.947); the best measure, X,
+        reaches 0.893 (difference -0.054 [-0.07, -0.04]) and adds 0.003 [0.000, 0.007]; ..."."""
+        if self.best is None:
+            return "No measure is ranked on this zoo."
+        best = f"{self.best.measure or self.best.name}" + (" (against its claim)" if self.best.against_claim else "")
+        k = number(self.best.score("kfold_r2"), digits=DIGITS)
+        adds = _adds(self.best)
+        if self.recipe is None:
+            head = (f"The best measure, {best}, reaches k-fold R\u00b2 {k} and {adds}; no {RECIPE} record on this "
+                    "zoo to compare it with")
+        elif self.difference is None:
+            r = number(self.recipe.score("kfold_r2"), digits=DIGITS)
+            head = (f"The best measure, {best}, reaches k-fold R\u00b2 {k} against {RECIPE} {r} (their records cannot "
+                    f"be paired) and {adds}")
+        else:
+            r = number(self.recipe.score("kfold_r2"), digits=DIGITS)
+            d = f"difference {_iv(*self.difference)}"
+            if self.difference[1] > 0:
+                head = f"{best} beats the recipe: k-fold R\u00b2 {k} against {RECIPE} {r} ({d}), and {adds}"
+            elif self.difference[2] < 0:
+                head = f"No measure beats the recipe ({RECIPE} {r}); the best measure, {best}, reaches {k} ({d}) " \
+                       f"and {adds}"
+            else:
+                head = f"No measure is told apart from the recipe ({RECIPE} {r}): the best, {best}, reaches {k} " \
+                       f"({d}) and {adds}"
+        others = [r for r in self.adds if r.name != self.best.name]
+        if others:
+            named = ", ".join(f"{r.measure or r.name} {_iv(*_delta(r))}" for r in others[:LISTED])
+            more = f" and {len(others) - LISTED} more" if len(others) > LISTED else ""
+            tail = f"; also adding to the recipe: {named}{more}"
+        else:
+            tail = "; no other measure adds to the recipe"
+        n = len(self.against)
+        against = (f"; {n} measure runs against its own claim" if n == 1 else
+                   f"; {n} measures run against their own claim" if n else "")
+        return head + tail + against + "."
+
+
+def _delta(r: Record) -> tuple[float, float, float]:
+    lo, hi = r.interval("delta_r2")
+    return float(r.score("delta_r2")), float(lo), float(hi)  # type: ignore[arg-type]
+
+
+def adds_to_recipe(r: Record) -> bool:
+    """Whether an entry adds to the recipe: the paired 95% interval of its delta_r2 lies above 0."""
+    lo, _ = r.interval("delta_r2")
+    return r.score("delta_r2") is not None and lo is not None and lo > 0
+
+
+def _adds(r: Record, to: str = "it") -> str:
+    """What an entry adds to the recipe in words ("adds 0.010 [0.005, 0.016] to it", "adds nothing to it (...)")."""
+    if r.score("delta_r2") is None:
+        why = r.refusal("delta_r2")
+        return "has no delta to the recipe" + (f" ({why})" if why else "")
+    return f"adds {_iv(*_delta(r))} to {to}" if adds_to_recipe(r) else f"adds nothing to {to} ({_iv(*_delta(r))})"
+
+
+def _iv(v: float, lo: float, hi: float) -> str:
+    return number(v, lo, hi, digits=DIGITS)
+
+
+def zoo_verdicts(ranked: Sequence[Record]) -> dict[str, Verdict]:
+    """The verdict of each zoo of `ranked` (rank_records' output, by any sort: the best measure is the one with
+    the highest k-fold R^2, the ranking score)."""
+    return {zoo: zoo_verdict(zoo, recs) for zoo, recs in by_zoo(ranked).items()}
+
+
+def zoo_verdict(zoo: str, recs: Sequence[Record]) -> Verdict:
+    """One zoo's verdict from its ranked records."""
+    ok = [r for r in recs if r.ok and r.zoo_complete]
+    measures = [r for r in ok if not r.baseline and r.score("kfold_r2") is not None]
+    v = Verdict(zoo)
+    if not measures:
+        return v
+    v.best = max(measures, key=lambda r: r.score("kfold_r2"))  # type: ignore[arg-type, return-value]
+    v.recipe = next((r for r in ok if r.baseline and r.name == RECIPE and r.score("kfold_r2") is not None), None)
+    v.adds = sorted((r for r in measures if adds_to_recipe(r)), key=lambda r: -_delta(r)[0])
+    v.against = [r for r in measures if r.against_claim]
+    if v.recipe is not None:
+        v.difference = paired_difference(zoo, v.best, v.recipe)
+    return v
+
+
+def paired_difference(zoo: str, a: Record, b: Record) -> tuple[float, float, float] | None:
+    """k-fold R^2 of `a` minus that of `b` with the 95% interval of the difference on the zoo's paired resamples;
+    None when the two records cannot be paired (other models, resamples or no held-out predictions)."""
+    pair = [a, b]
+    held = {r.name: _heldout_array(r) for r in pair}
+    try:
+        _check_pairable(zoo, pair, held)
+    except GenbenchError:
+        return None
+    draws = paired_draws(pair, held, "kfold_r2")
+    iv = percentile_interval(draws[0] - draws[1])
+    point = float(a.score("kfold_r2") - b.score("kfold_r2"))  # type: ignore[operator]
+    return None if iv is None else (point, *iv)
+
+
+def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
+    """What `genbench submit` ends with for one record: its rank and group among the zoo's ranked records (`ranked`:
+    rank_records' output, by kfold_r2), its difference to the recipe, what it adds to it, the direction check and
+    why the audit did not run when it did not."""
+    mine = next((r for r in ranked if r.zoo_name == rec.zoo_name and r.name == rec.name), None)
+    zoo = [r for r in ranked if r.zoo_name == rec.zoo_name]
+    measures = sum(r.rank is not None for r in zoo)
+    lines = []
+    if mine is None or mine.rank is None:
+        why = ("its zoo is partial" if not rec.zoo_complete else "it has no k-fold R\u00b2"
+               if rec.score("kfold_r2") is None else "the records could not be ranked together")
+        lines.append(f"not ranked: {why}")
+    else:
+        lines.append(f"rank {rank_text(mine.rank)} of {measures} measures, group {rank_text(mine.rank_group)} "
+                     f"(k-fold R\u00b2 {_iv(rec.score('kfold_r2'), *rec.interval('kfold_r2'))})")
+    recipe = next((r for r in zoo if r.baseline and r.name == RECIPE and r.ok), None)
+    if recipe is None:
+        lines.append(f"no {RECIPE} record on {rec.zoo_name} to compare with: `genbench leaderboard baselines --zoo "
+                     f"{rec.zoo_name}` makes it")
+    elif rec.score("kfold_r2") is not None and recipe.score("kfold_r2") is not None:
+        d = paired_difference(rec.zoo_name, rec, recipe)
+        r = number(recipe.score("kfold_r2"), digits=DIGITS)
+        if d is None:
+            lines.append(f"{RECIPE} reaches {r}; the two records cannot be paired")
+        else:
+            word = "above" if d[1] > 0 else "below" if d[2] < 0 else "not told apart from"
+            lines.append(f"{word} the recipe: {RECIPE} {r}, difference {_iv(*d)}")
+    lines.append(_adds(rec, to="the recipe"))
+    lines.append(direction_text(rec))
+    return lines
+
+
+def direction_text(rec: Record) -> str:
+    """The direction check in words."""
+    d = rec.direction
+    if not d:
+        return "direction: not checked (a signature's fit or a baseline predicts the gap itself)"
+    if d.get("claim") is None:
+        return "direction: none declared (register_measure(higher_means=...)), so none checked"
+    tau = rec.score("tau")
+    if d.get("against"):
+        free = number(rec.score("kfold_r2_free"), digits=DIGITS)
+        return (f"AGAINST ITS CLAIM: it declares {d['claim']} but its free slope is "
+                f"{'positive' if d.get('slope', 0) > 0 else 'negative'} and Kendall \u03c4 "
+                f"{number(tau, digits=DIGITS)}; its ranking k-fold R\u00b2 holds the slope to the claim (free fit: "
+                f"{free})")
+    return f"direction: as claimed ({d['claim']}; Kendall \u03c4 {number(tau, digits=DIGITS)})"

@@ -1,0 +1,158 @@
+"""The verdict in every view: each zoo's sentence (best measure, its paired difference to baseline.hparams checked
+against a brute-force resampling loop with scikit-learn's r2_score, the entries adding to the recipe), the "against
+its claim" mark in the terminal, the exports and the page data, and what `genbench submit` ends with."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+from sklearn.metrics import r2_score
+
+from genbench.leaderboard.export import AGAINST, leaderboard_table, markdown, view_notes
+from genbench.leaderboard.standings import rank_records
+from genbench.leaderboard.terminal import print_leaderboard
+from genbench.leaderboard.verdict import entry_verdict, paired_difference, zoo_verdict
+from genbench.record import Record
+from genbench.scoring.resample import resample_weights
+from site_records import gaps, heldout_of, scored_record
+
+N, N_BOOT = 120, 60
+
+
+def _zoo(best_noise: float, *, deltas: dict[str, float] | None = None, against: tuple[str, ...] = ()):
+    """On one zoo: two measures (the gap plus noise of `best_noise` and 0.9 gap sds) and baseline.hparams (0.5 sds);
+    `deltas` give the measures a delta_r2 (interval +-0.05), `against` marks them against their claim."""
+    gap = gaps(N, 3)
+    rng = np.random.default_rng(4)
+    recs = []
+    for name, sd, seed in (("m.best", best_noise, 1), ("m.other", 0.9, 2), ("baseline.hparams", 0.5, 3)):
+        extra = {"delta_r2": (deltas or {}).get(name)} if name in (deltas or {}) else None
+        rec = scored_record(name, "z", gap, heldout_of(gap, rng.normal(0, sd * gap.std(), N), seed), n_boot=N_BOOT,
+                            baseline=name.startswith("baseline."), extra=extra)
+        if not rec["baseline"]:
+            rec["scores"]["direction"] = {"claim": "larger_gap", "slope": -1.0 if name in against else 1.0,
+                                          "tau": 1.0, "against": name in against, "flat_folds": 0, "folds": 100}
+        recs.append(rec)
+    return gap, recs
+
+
+def _brute_difference(gap, a, b, n_boot=N_BOOT):
+    """The paired bootstrap of k-fold R^2(a) - k-fold R^2(b) by hand: each resample materialised by repeating the
+    models, each shuffle's R^2 from scikit-learn, averaged over the shuffles."""
+    w = resample_weights(len(gap), table_sha256=a["zoo"]["table_sha256"], seed=0, n_boot=n_boot)
+    ha, hb = np.array(a["values"]["heldout"]), np.array(b["values"]["heldout"])
+    draws = []
+    for counts in w:
+        idx = np.repeat(np.arange(len(gap)), counts)
+        draws.append(np.mean([r2_score(gap[idx], h[idx]) for h in ha])
+                     - np.mean([r2_score(gap[idx], h[idx]) for h in hb]))
+    point = a["scores"]["values"]["kfold_r2"] - b["scores"]["values"]["kfold_r2"]
+    return point, *np.quantile(draws, [0.025, 0.975])
+
+
+@pytest.mark.parametrize("noise, word", [(0.1, "beats the recipe"), (1.5, "No measure beats the recipe")])
+def test_the_zoo_verdict_compares_the_best_measure_with_the_recipe_pairwise(noise, word):
+    gap, recs = _zoo(noise, deltas={"m.best": 0.08, "m.other": 0.02})
+    ranked = rank_records(recs)
+    v = zoo_verdict("z", [r for r in ranked])
+    best = next(r for r in recs if r["name"] == ("m.best" if noise < 0.9 else "m.other"))
+    recipe = next(r for r in recs if r["name"] == "baseline.hparams")
+    assert v.best.name == best["name"]
+    expected = _brute_difference(gap, best, recipe)
+    assert v.difference == pytest.approx(expected, abs=1e-9)
+    assert paired_difference("z", Record(best), Record(recipe)) == pytest.approx(expected, abs=1e-9)
+    text = v.sentence()
+    assert word in text and "baseline.hparams" in text
+    assert (v.beats_recipe is True) == (noise < 0.9)
+    # m.best's delta 0.08 [0.03, 0.13] adds; m.other's 0.02 [-0.03, 0.07] does not
+    assert [r.name for r in v.adds] == ["m.best"]
+    if v.best.name == "m.best":
+        assert "adds 0.080 [0.030, 0.130] to it" in text and "no other measure adds to the recipe" in text
+    else:
+        assert "adds nothing to it (0.020 [-0.030, 0.070])" in text and "also adding to the recipe: m.best" in text
+
+
+def test_without_a_recipe_record_the_sentence_says_so():
+    _, recs = _zoo(0.1)
+    recs = [r for r in recs if not r["baseline"]]
+    text = zoo_verdict("z", rank_records(recs)).sentence()
+    assert text.startswith("The best measure, m.best, reaches k-fold R\u00b2 ")
+    assert "no baseline.hparams record on this zoo to compare it with" in text
+
+
+def test_an_entry_against_its_claim_is_marked_in_the_terminal_the_exports_and_the_sentence():
+    _, recs = _zoo(0.1, against=("m.other",))
+    ranked = rank_records(recs)
+    table, notes = leaderboard_table(recs, ranked=ranked), view_notes(ranked, records=recs)
+    assert dict(zip(table["entry"], table["claim"])) == {"m.best": "as claimed", "m.other": AGAINST,
+                                                         "baseline.hparams": ""}
+    assert notes.verdicts["z"].endswith("; 1 measure runs against its own claim.")
+    for width in (80, 200):
+        out = Console(file=io.StringIO(), width=width, color_system=None)
+        print_leaderboard(out, table, ranked, "kfold_r2", notes)
+        text = out.file.getvalue()
+        assert "m.other !" in text and "m.best !" not in text
+        assert "! after an entry's name: against its claim" in text
+        assert " ".join(text.split()).startswith("z (not an official zoo): m.best beats the recipe")  # opens the zoo
+    md = markdown(table, notes)
+    assert "m.other (against its claim)" in md and "m.best (against" not in md
+    assert "against its claim: the entry's free slope or Kendall" in md
+
+
+def test_submit_ends_with_rank_group_recipe_difference_delta_and_direction():
+    gap, recs = _zoo(0.1, deltas={"m.best": 0.08, "m.other": 0.02}, against=("m.other",))
+    ranked = rank_records(recs)
+    best, other = (Record(next(r for r in recs if r["name"] == n)) for n in ("m.best", "m.other"))
+    lines = entry_verdict(best, ranked)
+    assert lines[0].startswith("rank 1 of 2 measures, group 1 (k-fold R\u00b2 ")
+    d = _brute_difference(gap, best.data, next(r for r in recs if r["name"] == "baseline.hparams"))
+    assert lines[1].startswith("above the recipe: baseline.hparams ") and f"{d[0]:.3f} [{d[1]:.3f}, {d[2]:.3f}]" in \
+        lines[1]
+    assert lines[2] == "adds 0.080 [0.030, 0.130] to the recipe"
+    assert lines[3].startswith("direction: as claimed (larger_gap")
+    lines = entry_verdict(other, ranked)
+    assert lines[0].startswith("rank 2 of 2 measures")
+    assert lines[2] == "adds nothing to the recipe (0.020 [-0.030, 0.070])"
+    assert lines[3].startswith("AGAINST ITS CLAIM: it declares larger_gap but its free slope is negative")
+    alone = [r for r in recs if not r["baseline"]]
+    assert "no baseline.hparams record on z to compare with" in entry_verdict(best, rank_records(alone))[1]
+
+
+def test_the_csv_export_keeps_the_free_kfold_r2_and_the_delta_with_intervals(tmp_path):
+    _, recs = _zoo(0.1, deltas={"m.best": 0.08})
+    recs[0]["scores"]["values"]["kfold_r2_free"] = 0.5
+    table = leaderboard_table(json.loads(json.dumps(recs)))
+    row = table.set_index("entry").loc["m.best"]
+    assert row["delta_r2"] == 0.08 and (row["delta_r2_lo"], row["delta_r2_hi"]) == pytest.approx((0.03, 0.13))
+    assert row["kfold_r2_free"] == 0.5
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_score_view_never_cuts_a_name_or_a_number_and_says_what_it_drops(tmp_path, width):
+    from genbench.leaderboard.terminal import print_scores
+    from genbench.scoring.scores import score
+    from planted import GRID, gap_of, planted_gap, values_of, write_zoo
+
+    zoo = write_zoo(tmp_path / "planted", GRID, planted_gap)
+    y = gap_of(zoo)
+    rng = np.random.default_rng(0)
+    a = values_of(zoo, y + 0.01 * rng.normal(size=len(y)), name="a.measure_with_a_rather_long_name")
+    b = values_of(zoo, -y + 0.01 * rng.normal(size=len(y)), name="b.against")  # runs against its claim
+    a["b.against"], a["b.against:error"] = b["b.against"], None
+    a.attrs["measures"].update(b.attrs["measures"])
+    scores = score(a, zoo, n_boot=50)
+    out = Console(file=io.StringIO(), width=width, color_system=None)
+    print_scores(out, scores, zoo.name, "gap")
+    text = out.file.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width and "\u2026" not in text
+    s = scores["a.measure_with_a_rather_long_name"]
+    row = next(line for line in text.splitlines() if line.startswith(" a.measure_with_a_rather_long_name "))
+    lo, hi = s.intervals["kfold_r2"]
+    assert f"{s.kfold_r2:.2f} [{lo:.2f}, {hi:.2f}]" in row
+    assert "b.against !" in text and "! after a measure: against its claim" in " ".join(text.split())
+    assert ("not shown at this width" in text) == (width == 80)
+    shared = [line for line in text.splitlines() if "robust sign-error" in line]
+    assert len(shared) <= 1 or all(not line.startswith("  b.against:") for line in shared)  # said once for both
