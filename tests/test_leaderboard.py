@@ -83,7 +83,8 @@ def test_leaderboard_command_formats_agree_with_the_table(records_dir):
     assert "group: entries whose paired 95% bootstrap interval" in js.stderr
     md = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--format", "markdown"])
     verdict, table = md.output.split("\n\n", 1)  # each zoo's table opens with its verdict, in bold
-    assert verdict.startswith("**The best measure, norm.fro_prod, reaches k-fold R\u00b2 ") and verdict.endswith("**")
+    assert verdict.startswith("**digits-mlp (test zoo): The best measure, norm.fro_prod, reaches k-fold R\u00b2 ")
+    assert verdict.endswith("**")
     assert table.startswith("| zoo") and "norm.fro_prod" in table
     bad = runner.invoke(app, ["leaderboard", "--results", str(records_dir), "--sort", "kfold"])
     assert bad.exit_code != 0 and "kfold_r2" in str(bad.exception or bad.output)
@@ -619,7 +620,7 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     assert [r["baseline"] for r in rows] == [False, False, True] and rows[2]["rank"] is None
     md = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "markdown"]).stdout
     verdict, table = md.split("\n\n")[:2]
-    assert verdict.startswith("**small_noise beats the recipe: k-fold R\u00b2 ")
+    assert verdict.startswith("**z (not an official zoo): small_noise beats the recipe: k-fold R\u00b2 ")
     assert table.startswith("| zoo") and not {"sign_error_worst", "sign-err"} & set(table.split())
     row = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| z ")}
     assert row["baseline.hparams"].split("|")[2].strip() == "base"

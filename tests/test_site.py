@@ -269,6 +269,13 @@ def test_entry_page_has_chart_provenance_and_command(driver: Any, site: Path, re
     assert rec["zoo"]["table_sha256"] in prov
     assert "95% interval" in driver.find_element(By.ID, "scores").text
     assert "spurious-change rate" in driver.find_element(By.ID, "audit").text
+    # the page opens with the verdict and the chart; the record's own fields come last
+    order = [e.get_attribute("id") for e in driver.find_elements(By.CSS_SELECTOR, "main section, body > section")]
+    assert order[:3] == ["verdict", "chart-section", "scores"] and order[-2:] == ["record", "provenance"], order
+    verdict = driver.find_element(By.ID, "verdict").text.splitlines()
+    kf, (lo, hi) = rec["scores"]["values"]["kfold_r2"], rec["scores"]["intervals"]["kfold_r2"]
+    assert verdict[:2] == ["Verdict", f"rank 1 of 4 measures, group 1 (k-fold R\u00b2 {kf:.3f} [{lo:.3f}, {hi:.3f}])"]
+    assert verdict[2].startswith("above the recipe: baseline.hparams ")
     shot = tmp_path / "entry.png"
     assert driver.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
     driver.find_element(By.LINK_TEXT, "\u2190 leaderboard").click()
@@ -296,6 +303,7 @@ def test_record_text_is_escaped_and_never_runs(driver: Any, site: Path) -> None:
     assert_not_pwned(driver)
     assert driver.find_element(By.CSS_SELECTOR, ".submission-title").text == XSS_TITLE
     assert "<b>B. Bold</b>" in driver.find_element(By.ID, "submission").text
+    assert "a@example.org" not in driver.page_source  # a contact address is never published
     assert not driver.find_elements(By.CSS_SELECTOR, 'a[href^="javascript"]')
 
 
@@ -403,6 +411,16 @@ def chart_names(drv: Any, zoo_table: str) -> list[str]:
         return marks.map(function (m) { return m.getAttribute('data-name'); });""", zoo_table)
 
 
+def names_cut(screen: Any) -> list[str]:
+    """The entries whose name cell does not show the whole name (its content wider than the cell)."""
+    return screen.execute_script("""
+        return Array.prototype.filter.call(document.querySelectorAll('table.leaderboard td.entry-cell'),
+          function (td) {
+            return td.offsetParent !== null && [td, td.querySelector('a.entry')].some(function (e) {
+              return e.scrollWidth > e.clientWidth + 1; });
+          }).map(function (td) { return td.getAttribute('data-sort'); });""")
+
+
 def test_at_1400x1000_a_screen_holds_at_least_15_entries_on_one_line_each(screen: Any, big_site: Path,
                                                                           tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
@@ -422,6 +440,7 @@ def test_at_1400x1000_a_screen_holds_at_least_15_entries_on_one_line_each(screen
     assert LONG_TITLE in sub.find_element(By.CSS_SELECTOR, ".clip").get_attribute("title")
     wrap = screen.execute_script("var w = document.querySelector('.table-wrap'); return [w.scrollWidth, w.clientWidth]")
     assert wrap[0] <= wrap[1]  # every column fits at this width: no sideways scrolling
+    assert names_cut(screen) == []  # no entry name is cut
     shot = tmp_path / "index-1400x1000.png"
     assert screen.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
 
@@ -460,6 +479,11 @@ def test_at_400_px_rank_group_entry_and_kfold_show_and_the_rest_scrolls_in_its_f
     screen.execute_script("arguments[0].scrollLeft = arguments[0].scrollWidth", wrap)
     assert 0 <= cite.rect["x"] and cite.rect["x"] + cite.rect["width"] <= 400  # ... and reachable by scrolling
     assert rows_in_first_screen(screen) >= 5
+    assert names_cut(screen) == []  # no entry name is cut, at 400 px either
+    planted = screen.execute_script("""var td = document.querySelector('table.leaderboard td.entry-cell');
+        td.querySelector('a.entry').style.cssText = 'display: inline-block; width: 2rem; overflow: hidden; ' +
+          'white-space: nowrap'; return td.getAttribute('data-sort');""")
+    assert names_cut(screen) == [planted]  # the check sees a cut name
     shot = tmp_path / "index-400x900.png"
     assert screen.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
 
@@ -481,6 +505,11 @@ def test_the_overview_chart_has_one_mark_per_entry_ordered_like_the_table(screen
     assert "baseline" in base.get_attribute("class").split() and base.find_element(By.CSS_SELECTOR, "path.pt")
     assert base.find_element(By.CSS_SELECTOR, "text.rank").text == "base"
     assert svg.find_elements(By.CSS_SELECTOR, "line.reference")  # the baseline's value across the chart
+
+    def last_is_reference() -> bool:  # drawn after every mark: above the group bands
+        return screen.execute_script("var c = arguments[0].children; return c[c.length - 1].matches('line.reference');",
+                                     svg)
+    assert last_is_reference()
     top = marks[names[0]]
     tip = top.find_element(By.TAG_NAME, "title").get_attribute("textContent")
     row = screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{names[0]}"] td[data-col="kfold_r2"]').text
@@ -497,6 +526,7 @@ def test_the_overview_chart_has_one_mark_per_entry_ordered_like_the_table(screen
 
     header(screen, BIG_ZOO, "Entry").click()  # sorted by another column: the chart follows
     assert chart_names(screen, tid) == visible_names(screen, BIG_ZOO) == sorted(names, key=lambda n: n.lower())
+    assert last_is_reference()
     header(screen, BIG_ZOO, "Kendall").click()
     assert chart_names(screen, tid) == visible_names(screen, BIG_ZOO) != names
     box = screen.find_element(By.CSS_SELECTOR, f'input.row-filter[data-table="{tid}"]')

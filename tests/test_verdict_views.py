@@ -14,7 +14,7 @@ from sklearn.metrics import r2_score
 from genbench.leaderboard.export import AGAINST, leaderboard_table, markdown, view_notes
 from genbench.leaderboard.standings import rank_records
 from genbench.leaderboard.terminal import print_leaderboard
-from genbench.leaderboard.verdict import entry_verdict, paired_difference, zoo_verdict
+from genbench.leaderboard.verdict import direction_text, entry_verdict, paired_difference, zoo_verdict
 from genbench.record import Record
 from genbench.scoring.resample import resample_weights
 from site_records import gaps, heldout_of, scored_record
@@ -116,7 +116,9 @@ def test_submit_ends_with_rank_group_recipe_difference_delta_and_direction():
     lines = entry_verdict(other, ranked)
     assert lines[0].startswith("rank 2 of 2 measures")
     assert lines[2] == "adds nothing to the recipe (0.020 [-0.030, 0.070])"
-    assert lines[3].startswith("AGAINST ITS CLAIM: it declares larger_gap but its free slope is negative")
+    assert lines[3].startswith("AGAINST ITS CLAIM: it declares larger_gap, but its free slope is negative")
+    other.data["scores"]["direction"]["slope"] = None  # no regression (too few models): tau alone runs against
+    assert "its free slope is none (no regression score) and its Kendall" in direction_text(other)
     alone = [r for r in recs if not r["baseline"]]
     assert "no baseline.hparams record on z to compare with" in entry_verdict(best, rank_records(alone))[1]
 
@@ -156,3 +158,17 @@ def test_the_score_view_never_cuts_a_name_or_a_number_and_says_what_it_drops(tmp
     assert ("not shown at this width" in text) == (width == 80)
     shared = [line for line in text.splitlines() if "robust sign-error" in line]
     assert len(shared) <= 1 or all(not line.startswith("  b.against:") for line in shared)  # said once for both
+
+
+def test_the_fragility_labels_get_a_legend_where_an_entry_is_audited():
+    from genbench.leaderboard.columns import FRAGILITY_LEGEND
+    from site_records import _audit
+
+    _, recs = _zoo(0.1)
+    ranked = rank_records(recs)
+    assert FRAGILITY_LEGEND not in view_notes(ranked, records=recs).lines()  # nothing audited: no legend
+    recs[0]["audit"] = _audit("fragile-value", 0.7, 0.1)
+    ranked = rank_records(recs)
+    assert FRAGILITY_LEGEND in view_notes(ranked, records=recs).lines()
+    for label in ("robust", "fragile-value", "fragile-trend", "fragile-scale", "data-blind", "inconclusive"):
+        assert f"{label} = " in FRAGILITY_LEGEND

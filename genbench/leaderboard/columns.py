@@ -28,3 +28,9 @@ def score_family(name: str) -> str:
     if spec is None:
         return name
     return spec.help.split(":")[0] if ":" in spec.help else spec.label
+FRAGILITY_LEGEND = ("fragility (the audit): robust = every part ran on enough evidence and passed; fragile-value = "
+                    "its value moves when training changes slightly while the test error does not; fragile-trend = "
+                    "its trend with the train size flips; fragile-scale = its scaling exponent changes; data-blind "
+                    "= it does not follow the data's difficulty (label noise); inconclusive = a part could not run "
+                    "or rests on too little; `genbench audit MEASURE` shows the evidence")
+

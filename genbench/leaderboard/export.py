@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import GenbenchError
 from ..record import Record
 from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
-from .columns import BASELINE_NOTE, EXPORTED, SHOWN, WITH_INTERVAL, score_spec
+from .columns import BASELINE_NOTE, EXPORTED, FRAGILITY_LEGEND, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
 from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records, zoo_title
 from .verdict import zoo_verdicts
@@ -70,13 +70,14 @@ class ViewNotes:
     sort: str = DEFAULT_SORT  # the ranking score: the first score column of every view
     verdicts: dict[str, str] = field(default_factory=dict)  # per zoo: the sentence its table opens with
     against: bool = False  # whether an entry shown runs against its claim
+    audited: bool = False  # whether an entry shown has a fragility verdict
 
     def lines(self, *, data: bool = False) -> list[str]:
-        """What the view says once: the group rule, what a baseline is (`data`: as csv and json mark it) and what
-        "against its claim" means."""
+        """What the view says once: the group rule, what a baseline is (`data`: as csv and json mark it), what
+        "against its claim" means and what the fragility labels mean."""
         mark = "baseline=true" if data else BASELINE_RANK + " (rank column)"
         return ([self.group] if self.group else []) + ([f"{mark}: {BASELINE_NOTE}"] if self.baseline else []) + \
-            ([AGAINST_NOTE] if self.against else [])
+            ([AGAINST_NOTE] if self.against else []) + ([FRAGILITY_LEGEND] if self.audited else [])
 
     def zoo_lines(self, zoo: str, *, shown: bool = True) -> list[str]:
         """One zoo's lines: its aliases, then its columns without a value (not shown by a table, empty in data)."""
@@ -99,6 +100,7 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)
     notes.against = any(r.against_claim for r in ranked)
+    notes.audited = any(r.verdict for r in ranked)
     notes.verdicts = {zoo: v.sentence() for zoo, v in zoo_verdicts(ranked).items()}
     return notes
 

@@ -3,6 +3,7 @@ set of labels at any width, long text wrapped, nothing cut."""
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .export import ViewNotes
 
 WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
+SHORT_CITATION = 32  # a citation the terminal cannot shorten to "Author et al. YEAR" is clipped to this (with ...)
 NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
 WRAPPED = 14  # the narrowest fragility column: its longest word ("fragile-value,") whole
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
@@ -97,8 +99,7 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
                 *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
                 *([Column("kind", no_wrap=True)] if wide else []),
                 Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None),
-                *([Column("citation", overflow="fold", min_width=WIDE_CITATION, width=WIDE_CITATION if least else
-                          None)] if wide else [])]
+                *([Column("citation", no_wrap=True, min_width=WIDE_CITATION)] if wide else [])]
         t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
                   title=f"{zoo_title(zoo)}: ranked by {sort}", caption=caption)
         for _, r in part.iterrows():
@@ -107,7 +108,7 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
                       for k in keys]
             t.add_row(rank_cell(r), rank_text(r["group"]), entry_cell(r), *([r["submission"]] if wide and subs else []),
                       *scores, *([str(r["kind"] or "")] if wide else []), r["fragility"],
-                      *([str(r["citation"] or "")] if wide else []))
+                      *([short_citation(str(r["citation"] or ""))] if wide else []))
         return t, foot
 
     need = width(build(True, least=True)[0])
@@ -119,6 +120,20 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
     while headline and width(build(False, tuple(headline), least=True)[0]) > console.width:
         headline.pop()  # the last of NARROW goes first
     return build(False, tuple(headline), caption)
+
+
+def short_citation(text: str) -> str:
+    """A citation on one line of the terminal table: "Author YEAR", "Author and Other YEAR" or "Author et al. YEAR"
+    when it starts with its authors and a year, else its first SHORT_CITATION characters; the page and the exports
+    keep it whole."""
+    m = re.match(r"\s*([^()\d]{1,80}?)[\s,(]*((?:19|20)\d\d)\b", text)
+    if m:
+        authors = [a.strip() for a in re.split(r",| and | & ", m.group(1).replace(" et al.", ",,")) if a.strip()]
+        many = len(authors) > 2 or " et al" in m.group(1)
+        if authors and len(authors[0]) <= SHORT_CITATION:
+            who = f"{authors[0]} et al." if many else " and ".join(authors)
+            return f"{who} {m.group(2)}"
+    return text if len(text) <= SHORT_CITATION else text[:SHORT_CITATION - 1].rstrip() + "\u2026"
 
 
 def width(table: Table) -> int:

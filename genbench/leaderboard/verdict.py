@@ -46,8 +46,8 @@ class Verdict:
                     "zoo to compare it with")
         elif self.difference is None:
             r = number(self.recipe.score("kfold_r2"), digits=DIGITS)
-            head = (f"The best measure, {best}, reaches k-fold R\u00b2 {k} against {RECIPE} {r} (their records cannot "
-                    f"be paired) and {adds}")
+            head = (f"The best measure, {best}, reaches k-fold R\u00b2 {k} against {RECIPE} {r} (no paired interval "
+                    f"holds their difference) and {adds}")
         else:
             r = number(self.recipe.score("kfold_r2"), digits=DIGITS)
             d = f"difference {_iv(*self.difference)}"
@@ -61,7 +61,8 @@ class Verdict:
                        f"({d}) and {adds}"
         others = [r for r in self.adds if r.name != self.best.name]
         if others:
-            named = ", ".join(f"{r.measure or r.name} {_iv(*_delta(r))}" for r in others[:LISTED])
+            named = ", ".join(f"{r.measure or r.name} {_iv(*_delta(r))}"
+                              + (" (against its claim)" if r.against_claim else "") for r in others[:LISTED])
             more = f" and {len(others) - LISTED} more" if len(others) > LISTED else ""
             tail = f"; also adding to the recipe: {named}{more}"
         else:
@@ -119,7 +120,8 @@ def zoo_verdict(zoo: str, recs: Sequence[Record]) -> Verdict:
 
 def paired_difference(zoo: str, a: Record, b: Record) -> tuple[float, float, float] | None:
     """k-fold R^2 of `a` minus that of `b` with the 95% interval of the difference on the zoo's paired resamples;
-    None when the two records cannot be paired (other models, resamples or no held-out predictions)."""
+    None when the two records cannot be paired (other models, resamples or no held-out predictions) or the interval
+    does not hold the estimate."""
     pair = [a, b]
     held = {r.name: _heldout_array(r) for r in pair}
     try:
@@ -129,13 +131,15 @@ def paired_difference(zoo: str, a: Record, b: Record) -> tuple[float, float, flo
     draws = paired_draws(pair, held, "kfold_r2")
     iv = percentile_interval(draws[0] - draws[1])
     point = float(a.score("kfold_r2") - b.score("kfold_r2"))  # type: ignore[operator]
-    return None if iv is None else (point, *iv)
+    if iv is None or not iv[0] - 1e-12 <= point <= iv[1] + 1e-12:
+        return None  # no interval, or one that does not hold its own estimate: no difference is reported
+    return point, *iv
 
 
 def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
-    """What `genbench submit` ends with for one record: its rank and group among the zoo's ranked records (`ranked`:
-    rank_records' output, by kfold_r2), its difference to the recipe, what it adds to it, the direction check and
-    why the audit did not run when it did not."""
+    """What `genbench submit` (and an entry page) says of one record: its rank and group among the zoo's ranked
+    records (`ranked`: rank_records' output, by kfold_r2), its difference to the recipe, what it adds to it, and the
+    direction check (the audit's verdict, or why it did not run, is said beside it)."""
     mine = next((r for r in ranked if r.zoo_name == rec.zoo_name and r.name == rec.name), None)
     zoo = [r for r in ranked if r.zoo_name == rec.zoo_name]
     measures = sum(r.rank is not None for r in zoo)
@@ -155,7 +159,8 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
         d = paired_difference(rec.zoo_name, rec, recipe)
         r = number(recipe.score("kfold_r2"), digits=DIGITS)
         if d is None:
-            lines.append(f"{RECIPE} reaches {r}; the two records cannot be paired")
+            lines.append(f"{RECIPE} reaches {r}; no paired interval holds the difference (the records cannot be paired, "
+                         "or the resamples do not support it)")
         else:
             word = "above" if d[1] > 0 else "below" if d[2] < 0 else "not told apart from"
             lines.append(f"{word} the recipe: {RECIPE} {r}, difference {_iv(*d)}")
@@ -168,14 +173,16 @@ def direction_text(rec: Record) -> str:
     """The direction check in words."""
     d = rec.direction
     if not d:
-        return "direction: not checked (a signature's fit or a baseline predicts the gap itself)"
+        return ("direction: not checked (the record holds no direction check)" if rec.kind == "scalar" and
+                not rec.baseline else "direction: not checked (a signature's fit or a baseline predicts the gap "
+                "itself)")
     if d.get("claim") is None:
         return "direction: none declared (register_measure(higher_means=...)), so none checked"
     tau = rec.score("tau")
     if d.get("against"):
         free = number(rec.score("kfold_r2_free"), digits=DIGITS)
-        return (f"AGAINST ITS CLAIM: it declares {d['claim']} but its free slope is "
-                f"{'positive' if d.get('slope', 0) > 0 else 'negative'} and Kendall \u03c4 "
+        slope = {1.0: "positive", -1.0: "negative", 0.0: "zero"}.get(d.get("slope"), "none (no regression score)")
+        return (f"AGAINST ITS CLAIM: it declares {d['claim']}, but its free slope is {slope} and its Kendall \u03c4 "
                 f"{number(tau, digits=DIGITS)}; its ranking k-fold R\u00b2 holds the slope to the claim (free fit: "
                 f"{free})")
     return f"direction: as claimed ({d['claim']}; Kendall \u03c4 {number(tau, digits=DIGITS)})"

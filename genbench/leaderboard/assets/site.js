@@ -68,6 +68,8 @@
       prev = g;
       svg.appendChild(m);  /* the document order follows too (screen readers, tests) */
     });
+    var ref = svg.querySelector("line.reference");
+    if (ref) { svg.appendChild(ref); }  /* the reference line stays last: above the group bands */
     svg.style.minWidth = (shown.length * SLOT_MIN) + "px";
   }
 
