@@ -4,17 +4,16 @@ added. The k-fold R^2 of the second minus that of the first, on the same folds a
 what a measure adds to the recipe (`delta_r2`)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
 from sklearn.linear_model import RidgeCV
 from sklearn.metrics import r2_score
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, PolynomialFeatures, StandardScaler
+from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
 
 from ..zoo.storage import Zoo
 
@@ -45,41 +44,53 @@ def recipe_estimator() -> Any:
     return ridge(levels())
 
 
-def _as_float(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x, dtype=float)
-
-
-def _log(x: np.ndarray) -> np.ndarray:
-    return np.log(np.asarray(x, dtype=float))
+def recipe_features(design: np.ndarray) -> np.ndarray:
+    """The recipe's features for every model at once: one-hot levels and their pairwise interactions. Encoding all
+    models together changes no fit: a level a training fold lacks is a column of zeros there, which ridge leaves
+    at 0, as baseline.hparams' per-fold encoder (which ignores that level) does."""
+    return np.asarray(levels().fit_transform(np.asarray(design, dtype=object)), dtype=float)
 
 
 class RecipePlus(RegressorMixin, BaseEstimator):
     """Ridge regression on the recipe's features plus a measure's columns (phi applied, a missing value replaced by
-    the training models' median, standardised). Rows are [recipe levels ..., measure columns ...] (object dtype);
-    `recipe` says how many leading columns are levels. phi "select" keeps the better training fit of linear and log
-    (offered only when every value is positive), as PhiRegression does."""
+    the training models' median, standardised on them). Rows are [recipe features ..., measure columns ...]
+    (`recipe_features`, then the measure); `recipe` says how many leading columns are the recipe's. phi "select"
+    keeps the better training fit of linear and log (offered only when every value is positive), as PhiRegression
+    does."""
 
     def __init__(self, recipe: int = 0, transform: str = "linear"):
         self.recipe = recipe
         self.transform = transform
 
-    def _pipeline(self, phi: str, width: int) -> Any:
-        measure = make_pipeline(FunctionTransformer(_log if phi == "log" else _as_float),
-                                SimpleImputer(strategy="median"), StandardScaler())
-        return ridge(ColumnTransformer([("recipe", levels(), list(range(self.recipe))),
-                                        ("measure", measure, list(range(self.recipe, width)))]))
+    def _design(self, x: np.ndarray, phi: str, fit: bool) -> np.ndarray:
+        m = np.asarray(x[:, self.recipe:], dtype=float)
+        m = np.log(m) if phi == "log" else m
+        m = np.where(np.isfinite(m), m, np.nan)
+        if fit:
+            with warnings.catch_warnings():  # a column without any value: its median is NaN, filled with 0 below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                median = np.nanmedian(m, 0)
+            self.median_ = np.where(np.isfinite(median), median, 0.0)
+        m = np.where(np.isnan(m), self.median_, m)
+        if fit:
+            self.mean_, scale = m.mean(0), m.std(0)
+            self.scale_ = np.where(scale > 0, scale, 1.0)
+        return np.hstack([np.asarray(x[:, :self.recipe], dtype=float), (m - self.mean_) / self.scale_])
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> "RecipePlus":
         options = ["linear", "log"] if self.transform == "select" else [self.transform]
-        fits = [(r2_score(y, p.predict(x)), phi, p)
-                for phi in options for p in [self._pipeline(phi, x.shape[1]).fit(x, y)]]
-        _, self.phi_, self.pipeline_ = max(fits, key=lambda f: f[0])
+        fits = []
+        for phi in options:
+            z = self._design(x, phi, fit=True)
+            reg = RidgeCV(alphas=ALPHAS).fit(z, y)
+            fits.append((r2_score(y, reg.predict(z)), phi, reg, self.median_, self.mean_, self.scale_))
+        _, self.phi_, self.reg_, self.median_, self.mean_, self.scale_ = max(fits, key=lambda f: f[0])
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        return self.pipeline_.predict(x)
+        return self.reg_.predict(self._design(x, self.phi_, fit=False))
 
 
-def with_recipe(levels: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The rows RecipePlus fits: the recipe's levels, then the measure's columns."""
-    return np.hstack([np.asarray(levels, dtype=object), np.asarray(x, dtype=float).astype(object)])
+def with_recipe(features: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The rows RecipePlus fits: the recipe's features, then the measure's columns."""
+    return np.hstack([features, np.asarray(x, dtype=float)])

@@ -13,11 +13,12 @@ from ..errors import GenbenchError, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from sklearn.base import clone
+from sklearn.linear_model import RidgeCV
 from sklearn.metrics import mean_squared_error, r2_score
 
 from ..measures.registry import TRANSFORMS
 from . import rank
-from .recipe import RecipePlus, hparam_design, recipe_estimator, with_recipe
+from .recipe import ALPHAS, RecipePlus, hparam_design, recipe_features, with_recipe
 from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
                          bootstrap_adj_r2, cross_validate, enough_models)
 from .resample import percentile_interval, pooled_scores, resample_weights
@@ -95,7 +96,7 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
     return t[[f"hp.{a}" for a in axes]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
 
 
-Recipe = tuple[np.ndarray, CrossValidation]  # the recipe's levels of the scored models, and its own k-fold fit
+Recipe = tuple[np.ndarray, CrossValidation]  # the recipe's features of the scored models, and its own k-fold fit
 
 
 def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
@@ -393,15 +394,15 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
 
 
 def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, *, k: int = K_FOLDS, repeats: int = REPEATS) -> Recipe | str:
-    """The recipe's levels of these models and its own cross-validation (baseline.hparams' fit); or why a measure
-    has no recipe to add to."""
+    """The recipe's features of these models and its own cross-validation (baseline.hparams' fit, on features
+    encoded once); or why a measure has no recipe to add to."""
     levels = hparam_design(zoo, ids)
     if levels.shape[1] == 0:
         return f"zoo {zoo.name!r} varies no hyperparameter but the seed: there is no recipe to add to"
     if np.ptp(y) == 0:
         return "the target is constant over these models"
-    x = levels.to_numpy(dtype=object)
-    return x, cross_validate(recipe_estimator(), x, y, k=k, repeats=repeats)
+    x = recipe_features(levels.to_numpy(dtype=object))
+    return x, cross_validate(RidgeCV(alphas=ALPHAS), x, y, k=k, repeats=repeats)
 
 
 def _meta(m: Any) -> dict[str, Any]:
