@@ -85,10 +85,10 @@ def _in_record_order(s: Any, values: pd.DataFrame, v: Mapping[str, Any]) -> Any:
     return None if s.heldout is None else s.heldout[:, [where[str(m)] for m in v["model_id"]]]
 
 
-def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], *,
+def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], folder: str | Path, *,
                       command: str = "genbench leaderboard rescore") -> list[dict[str, Any]]:
     """The baseline rows of a zoo re-made (their old `records` by name): baseline.all_measures from the values
-    stored in the records of the measures it was made from (provenance.inputs)."""
+    stored in the records, in `folder`, of the measures it was made from (provenance.inputs)."""
     from ..scoring.baselines import BASELINES, score_baselines
     wanted = tuple(records)
     inputs = list((records.get("baseline.all_measures", {}).get("provenance") or {}).get("inputs") or [])
@@ -96,7 +96,7 @@ def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], *,
     if "baseline.all_measures" in wanted:
         values = pd.DataFrame({"model_id": sorted(zoo.table["model_id"].astype(str))})
         for name in inputs:
-            path = Path(records["baseline.all_measures"]["_folder"]) / f"{name}.json"
+            path = Path(folder) / f"{name}.json"
             if not path.is_file():
                 raise GenbenchError(f"baseline.all_measures on {zoo.name} was made from {name}, whose record "
                                     f"{path} is missing: re-score it from a folder holding its inputs' records")
@@ -105,15 +105,15 @@ def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], *,
     scores, notes = score_baselines(zoo, values, measures=inputs, seed=int(any_prov.get("seed", 0)),
                                     n_boot=int(any_prov.get("n_boot", 1000)), only=wanted)
     citation = {b.name: b.citation for b in BASELINES}
+    order = {m: i for i, m in enumerate(sorted(zoo.table["model_id"].astype(str)))}  # the scorer's row order
     out = []
     for name in wanted:
         rec, s = records[name], scores.items.get(name)
         if s is None:
             raise GenbenchError(f"{name} on {zoo.name} could not be re-made: {'; '.join(notes)}")
         v = rec["values"]
-        order = {m: i for i, m in enumerate(sorted(zoo.table["model_id"].astype(str)))}
         heldout = s.heldout[:, [order[str(m)] for m in v["model_id"]]]
-        new = {k: x for k, x in rec.items() if k != "_folder"}
+        new = dict(rec)
         new.update(schema=SCHEMA, citation=citation[name], scores=s.to_dict(),
                    values=values_block(v["model_id"], v["gap"], None, None, heldout),
                    provenance=_stamp(rec.get("provenance") or {}, command,
@@ -138,8 +138,7 @@ def rescore_folder(root: str | Path, *, zoo: str | None = None, zoo_path: str | 
         z, why = cited_zoo(Record(first), zoo_path)
         if why:
             raise GenbenchError(f"cannot re-score the records in {folder}: {why}")
-        baselines = {r["name"]: {**r, "_folder": str(folder)} for r in raws.values()
-                     if r.get("baseline") is True and r.get("status") == "ok"}
+        baselines = {r["name"]: r for r in raws.values() if r.get("baseline") is True and r.get("status") == "ok"}
         written += [write_record({**r, "schema": SCHEMA}, root) for r in raws.values()
                     if r.get("baseline") is True and r.get("status") != "ok"]
         measures = [(p, r) for p, r in raws.items() if r.get("baseline") is not True]
@@ -150,5 +149,5 @@ def rescore_folder(root: str | Path, *, zoo: str | None = None, zoo_path: str | 
             written.append(write_record(rescore_record(r, z), root))
         if baselines:
             say(f"baselines on {folder.name}: {', '.join(sorted(baselines))}")
-            written += [write_record(b, root) for b in rescore_baselines(z, baselines)]
+            written += [write_record(b, root) for b in rescore_baselines(z, baselines, folder)]
     return written

@@ -96,7 +96,8 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
     return t[[f"hp.{a}" for a in axes]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
 
 
-Recipe = tuple[np.ndarray, CrossValidation]  # the recipe's features of the scored models, and its own k-fold fit
+# the recipe's features of the scored models, its own k-fold fit, and that fit's k-fold R^2 on the paired resamples
+Recipe = tuple[np.ndarray, CrossValidation, np.ndarray]
 
 
 def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids: list[str], *, kind: str,
@@ -126,8 +127,8 @@ def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids
     if cv is not None:
         s.heldout = cv.heldout
         s.predictions = pd.Series(cv.heldout[0], index=ids, name="heldout_prediction")
-    offered = "linear" if estimator is not None or (s.transform == "select" and (x <= 0).any()) else s.transform
-    _add_delta(s, x, y, weights, recipe, k=k, repeats=repeats, regressed=cv is not None, phi=offered)
+    _add_delta(s, x, y, weights, recipe, k=k, repeats=repeats, regressed=cv is not None,
+               phi="linear" if estimator is not None else _offered_phi(s.transform, x))
     if kind == "scalar" and estimator is None:
         ranked = x[:, 0]
     elif cv is not None:
@@ -174,6 +175,11 @@ def _check_direction(s: MeasureScores, higher_means: str | None, held: float | N
                        + (f" ({cv.flat} of {cv.folds} training folds predicted their mean)" if cv else ""))
 
 
+def _offered_phi(transform: str, x: np.ndarray) -> str:
+    """The phi a fit may use: "select" offers log only when every value is positive, else linear."""
+    return "linear" if transform == "select" and (x <= 0).any() else transform
+
+
 def _regression_inputs(s: MeasureScores, x: np.ndarray, n: int) -> str | None:
     """The phi to fit with, or None (and the refusal) when no regression score can be reported."""
     phi = s.transform
@@ -181,7 +187,7 @@ def _regression_inputs(s: MeasureScores, x: np.ndarray, n: int) -> str | None:
         _refuse(s, REGRESSION, f"{int((x <= 0).any(axis=1).sum())} model(s) have a non-positive value under the "
                                "declared log transform")
         return None
-    if (x <= 0).any() and phi == "select":
+    if phi != _offered_phi(phi, x):
         s.notes.append("phi: linear (log needs every value positive)")
         phi = "linear"
     p = x.shape[1]
@@ -238,10 +244,10 @@ def _add_delta(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.ndarr
     if not regressed:
         s.refused["delta_r2"] = s.refused.get("kfold_r2", "the measure has no k-fold R\u00b2")
         return
-    levels, alone = recipe
-    plus = cross_validate(RecipePlus(levels.shape[1], phi), with_recipe(levels, x), y, k=k, repeats=repeats)
+    features, alone, alone_draws = recipe
+    plus = cross_validate(RecipePlus(features.shape[1], phi), with_recipe(features, x), y, k=k, repeats=repeats)
     s.values["delta_r2"] = plus.kfold_r2 - alone.kfold_r2
-    s.samples["delta_r2"] = pooled_scores(y, plus.heldout, weights)[0] - pooled_scores(y, alone.heldout, weights)[0]
+    s.samples["delta_r2"] = pooled_scores(y, plus.heldout, weights)[0] - alone_draws
 
 
 def _refuse(s: MeasureScores, keys: tuple[str, ...], reason: str) -> None:
@@ -378,7 +384,7 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
         cache = {} if recipes is None else recipes
         key = (target, *map(str, ids))
         if key not in cache:
-            cache[key] = recipe_fit(zoo, ids, y, k=k, repeats=repeats)
+            cache[key] = recipe_fit(zoo, ids, y, weights[:, ok], k=k, repeats=repeats)
         plan = cache[key]
     s = score_measure(name, x[ok], y, grid_table(zoo, ids), ids, kind=kind, transform=transform, target=target,
                       n_test=int(zoo.manifest.get("test_size", 10_000)), weights=weights[:, ok],
@@ -393,16 +399,18 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
     return s
 
 
-def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, *, k: int = K_FOLDS, repeats: int = REPEATS) -> Recipe | str:
-    """The recipe's features of these models and its own cross-validation (baseline.hparams' fit, on features
-    encoded once); or why a measure has no recipe to add to."""
+def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, weights: np.ndarray, *, k: int = K_FOLDS,
+               repeats: int = REPEATS) -> Recipe | str:
+    """The recipe's features of these models, its own cross-validation (baseline.hparams' fit, on features encoded
+    once) and that fit's k-fold R^2 on the resamples `weights` [B, n]; or why a measure has no recipe to add to."""
     levels = hparam_design(zoo, ids)
     if levels.shape[1] == 0:
         return f"zoo {zoo.name!r} varies no hyperparameter but the seed: there is no recipe to add to"
     if np.ptp(y) == 0:
         return "the target is constant over these models"
     x = recipe_features(levels.to_numpy(dtype=object))
-    return x, cross_validate(RidgeCV(alphas=ALPHAS), x, y, k=k, repeats=repeats)
+    cv = cross_validate(RidgeCV(alphas=ALPHAS), x, y, k=k, repeats=repeats)
+    return x, cv, pooled_scores(y, cv.heldout, weights)[0]
 
 
 def _meta(m: Any) -> dict[str, Any]:
