@@ -503,7 +503,15 @@ def test_the_overview_chart_has_one_mark_per_entry_ordered_like_the_table(screen
     assert len(marks) == len(names) and len(svg.find_elements(By.CSS_SELECTOR, "svg.mark .pt")) == len(names)
     base = marks["baseline.hparams"]
     assert "baseline" in base.get_attribute("class").split() and base.find_element(By.CSS_SELECTOR, "path.pt")
-    assert base.find_element(By.CSS_SELECTOR, "text.rank").text == "base"
+    shown_as = {n: screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] a.entry').text for n in names}
+    assert {n: m.find_element(By.CSS_SELECTOR, "text.name").get_attribute("textContent")
+            for n, m in marks.items()} == shown_as  # each mark named as the table names its entry
+    boxes = [screen.execute_script("var b = arguments[0].getBoundingClientRect(); return [b.left, b.right, b.top, "
+                                   "b.bottom];", m.find_element(By.CSS_SELECTOR, "text.name")) for m in marks.values()]
+    outer = svg.rect
+    assert all(outer["y"] <= top and bottom <= outer["y"] + outer["height"] + 0.5 for _, _, top, bottom in boxes)
+    lefts = sorted(boxes)
+    assert all(a[1] <= b[0] for a, b in zip(lefts, lefts[1:]))  # whole, inside the chart, none over another
     assert svg.find_elements(By.CSS_SELECTOR, "line.reference")  # the baseline's value across the chart
 
     def last_is_reference() -> bool:  # drawn after every mark: above the group bands
@@ -574,17 +582,36 @@ def test_a_reader_hides_columns_and_the_page_remembers(screen: Any, big_site: Pa
 
 
 def _svg_series(svg: str) -> dict[str, list[tuple[float, float]]]:
-    """The vertices of each plotted learning-curve series (group id 'curve-STAT-ARM-PANEL') of an inline SVG."""
+    """The drawn points of each learning-curve series (path id 'curve-STAT-ARM-PANEL') of the page's SVG, mapped back
+    to data values through the tick labels of its panel (two labelled ticks per axis, interpolated in log10 or
+    linearly): what a reader would read off the plot."""
+    import math
     import re
     import xml.etree.ElementTree as ET
 
     ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(svg)
+    groups = {(g.get("data-stat"), g.get("data-panel")): g for g in root.iter(f"{ns}g") if g.get("class") == "panel"}
+
+    def ticks(g: Any, cls: str, attr: str) -> list[tuple[float, float]]:
+        return [(float(t.text.replace("\u2212", "-")), float(t.get(attr))) for t in g.iter(f"{ns}text")
+                if t.get("class") == cls]
+
+    def reader(marks: list[tuple[float, float]], log: bool) -> Any:
+        (v0, p0), (v1, p1) = marks[0], marks[-1]
+        f = math.log10 if log else float
+        return lambda p: (10 ** (f(v0) + (p - p0) / (p1 - p0) * (f(v1) - f(v0))) if log else
+                          v0 + (p - p0) / (p1 - p0) * (v1 - v0))
+
     out = {}
-    for g in ET.fromstring(svg).iter(f"{ns}g"):
-        gid = g.get("id", "")
-        if re.fullmatch(r"curve-(mu|err)-.+-\d+", gid):
-            nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", next(g.iter(f"{ns}path")).get("d"))]
-            out[gid] = list(zip(nums[::2], nums[1::2]))
+    for (stat, panel), g in groups.items():
+        xr = reader(ticks(groups[("err", panel)], "xtick", "x"), True)
+        yr = reader(ticks(g, "ytick", "y"), g.get("data-log") == "true")
+        for path in g.iter(f"{ns}path"):
+            pid = path.get("id", "")
+            if re.fullmatch(r"curve-(mu|err)-.+-\d+", pid):
+                nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", path.get("d"))]
+                out[pid] = [(xr(x), yr(y)) for x, y in zip(nums[::2], nums[1::2])]
     return out
 
 
@@ -595,7 +622,7 @@ def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path:
     import numpy as np
     import pandas as pd
 
-    from genbench.leaderboard.curves import curve_figure, gid
+    from genbench.leaderboard.curves import gid
     from genbench.scoring.audit import BASE, audit_table
     from genbench.scoring.audit_report import compact
 
@@ -620,20 +647,45 @@ def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path:
     assert set(series) == {gid(s, a, i) for s in ("mu", "err") for a in arms for i in range(len(noise))}
     assert "one series per arm (base, batch_x2, lr_x3)" in html
     expect = t.groupby(["arm", "label_noise", "train_size"])[["mu", "err"]].mean()
-    fig = curve_figure(pd.DataFrame(rec["audit"]["means"]), measure="norm.path", form=parts["form"])
-    fig.set_dpi(72)  # the SVG backend draws at 72 dpi
-    height = fig.get_figheight() * 72
     for i, r in enumerate(noise):
-        for row, stat in enumerate(("mu", "err")):
-            ax = fig.axes[row * len(noise) + i]
+        for stat in ("mu", "err"):
             for a in arms:
                 pts = np.array(series[gid(stat, a, i)])
-                pts[:, 1] = height - pts[:, 1]
-                data = ax.transData.inverted().transform(pts)
-                assert np.allclose(data[:, 0], sizes, rtol=1e-3)
-                assert np.allclose(data[:, 1], [expect.loc[(a, r, n), stat] for n in sizes], rtol=1e-3)
+                assert np.allclose(pts[:, 0], sizes, rtol=2e-3)
+                assert np.allclose(pts[:, 1], [expect.loc[(a, r, n), stat] for n in sizes], rtol=2e-3)
+    assert len(svg) < 60_000  # drawn by hand: a tenth of matplotlib's SVG
     # the records without means (made before they were recorded) say so instead of plotting
     audited = [text for p, text in pages.items() if p not in with_plot and 'id="audit"' in text
                and "Not audited." not in text]
     assert audited and all('id="learning-curves-none"' in text and "re-running the entry adds them" in text
                            for text in audited)
+
+
+def test_a_score_column_shows_one_number_form(tmp_path: Path) -> None:
+    """Every cell of a leaderboard score column has three fixed decimals, its interval too: a small value (planted:
+    0.00345 [8.83e-05, 0.00683]) is not switched to significant digits beside 0.014 [0.008, 0.021]."""
+    import re
+
+    recs = make_records()
+    planted = next(r for r in recs if r["zoo"]["name"] == ZOO1 and r.get("scores"))
+    planted["scores"]["values"]["adj_r2"] = 0.00345
+    planted["scores"]["intervals"]["adj_r2"] = [8.83e-05, 0.00683]
+    index = write_site(recs, tmp_path / "html", title="t").read_text()
+    cells = re.findall(r'<td class="num" data-col="(\w+)" data-sort="[^"]*"><span class="v">([^<]*)</span>'
+                       r'(?: <span class="ci">([^<]*)</span>)?', index)
+    assert any(col == "adj_r2" and v == "0.003" and ci == "[0.000, 0.007]" for col, v, ci in cells)
+    fixed = re.compile(r"-?\d+\.\d{3}")
+    for col, v, ci in cells:
+        assert fixed.fullmatch(v) or v == "\u2013", (col, v)
+        assert not ci or re.fullmatch(rf"\[{fixed.pattern}, {fixed.pattern}\]", ci), (col, ci)
+
+
+def test_write_site_shows_progress_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """progress=True (the CLI's --html): a bar counting the entry pages on stderr; silent by default."""
+    recs = make_records()
+    write_site(recs, tmp_path / "quiet")
+    assert "leaderboard page" not in capsys.readouterr().err
+    write_site(recs, tmp_path / "loud", progress=True)
+    err = capsys.readouterr().err
+    pages = len(list((tmp_path / "loud" / "entries").rglob("*.html")))
+    assert "leaderboard page" in err and f"{pages}/{pages}" in err

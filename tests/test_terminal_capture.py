@@ -4,6 +4,7 @@ zoo's verdict first. tmux is installed by .ci/run; with CI set a missing tmux fa
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]
     return root, recs
 
 
-@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("width", [68, 80, 200])
 def test_a_tmux_capture_of_the_leaderboard_cuts_no_name_and_no_interval(records, tmp_path, width):
     root, recs = records
     env = {**os.environ, "GENBENCH_HOME": str(tmp_path / "home"), "TERM": "xterm-256color"}
@@ -78,6 +79,12 @@ def test_a_tmux_capture_of_the_leaderboard_cuts_no_name_and_no_interval(records,
         if name in rows:
             kf, (lo, hi) = r["scores"]["values"]["kfold_r2"], r["scores"]["intervals"]["kfold_r2"]
             assert f"{kf:.2f} [{lo:.2f}, {hi:.2f}]" in rows[name], (name, rows[name])
+    verdicts = {r["audit"]["verdict"] for r in recs if r.get("audit")}
+    labels = set(re.findall(r"[a-z][a-z-]*[a-z]", " ".join(verdicts))) | {"not", "audited"}
+    assert labels >= {"fragile-value", "fragile-trend", "robust", "inconclusive"}
+    words = set(re.findall(r"[a-z][a-z-]*[a-z]", text))
+    cut = {w for w in words - labels - {"in", "no", "audit"} if any(label.startswith(w) for label in labels)}
+    assert not cut, cut  # every fragility label whole (or its column dropped, as the caption says)
     against = entry_name(recs[3])
     after = {name: row.split(name, 1)[1].lstrip(" *")[:1] for name, row in rows.items()}  # the marks after it
     assert [name for name, mark in after.items() if mark == "!"] == [against]

@@ -56,5 +56,5 @@ def leaderboard_cmd(ctx: typer.Context,
     if html is not None:
         from ..leaderboard import ablation_tables, write_site
 
-        index = write_site(records, html, sort=sort, ablation=ablation_tables(records))
+        index = write_site(records, html, sort=sort, ablation=ablation_tables(records), progress=True)
         console.print(f"leaderboard page: {index}")

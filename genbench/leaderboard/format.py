@@ -57,6 +57,16 @@ def page_number(v: Any) -> str:
     return number(v, digits=DIGITS, missing=DASH, compact=True)
 
 
+def page_score(v: Any, lo: Any = None, hi: Any = None) -> tuple[str, str]:
+    """A score and its interval as a leaderboard column of the page shows them: DIGITS fixed decimals always (one
+    form per column, never 0.00345 beside 0.014), a dash if missing; '' for a missing interval."""
+    def fixed(x: Any) -> str | None:
+        f = finite(x)
+        return None if f is None else f"{f + 0.0:.{DIGITS}f}".replace(f"-0.{'0' * DIGITS}", f"0.{'0' * DIGITS}")
+    ends = [fixed(lo), fixed(hi)]
+    return fixed(v) or DASH, "" if None in ends else f"[{ends[0]}, {ends[1]}]"
+
+
 def rank_text(rank: Any, missing: str = MISSING) -> str:
     """A rank (or a mean rank) as an integer when it is one; `missing` for an unranked entry."""
     r = finite(rank)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
-import io
 import json
 import math
 import os
@@ -28,8 +27,9 @@ from ..scoring.spec import DEFAULT_SORT, score_label
 from .columns import BASELINE_NOTE, SHOWN, score_spec
 from .export import (AGAINST_NOTE, alias_names, entry_name, entry_names, interval_columns, score_columns,
                      submission_folder)
-from .format import DASH, DIGITS, REFUSED, interval, number, page_number, rank_text
+from .format import DASH, DIGITS, REFUSED, interval, number, page_number, page_score, rank_text
 from .standings import by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records, zoo_label
+from .svg import Scale, linear_ticks, nice_step, padded, tick_text
 from .verdict import entry_verdict, zoo_verdict
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ def environment() -> Environment:
         DASH=DASH, REFUSED=REFUSED, CSP=Markup(CSP), LOCAL_TIP=LOCAL_TIP, baseline_note=sentence(BASELINE_NOTE),
         AGAINST_TIP=sentence(AGAINST_NOTE), AGGREGATE_BASELINE_TIP=AGGREGATE_BASELINE_TIP,
         ABLATION_CAPTION=ABLATION_CAPTION, AGGREGATE_CAPTION=AGGREGATE_CAPTION, page_rule=page_rule,
-        ci=page_interval, number=number, finite=finite, score_label=score_label, score_spec=score_spec,
+        ci=page_interval, page_score=page_score, number=number, finite=finite, score_label=score_label,
+        score_spec=score_spec,
         first_sort=_first, entry_name=entry_name, submission_folder=submission_folder, safe_url=safe_url,
         also=also_text, partial_tip=partial_tip, baseline_tip=baseline_tip, audit_badge=audit_badge,
         row_classes=row_classes, row_search=row_search, verdict_key=_verdict_key, check_state=check_state)
@@ -306,15 +307,9 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
 # ---------------------------------------------------------------- the chart
 
 
-PLOT_H, PLOT_TOP, AXIS_W, SLOT_MIN = 132, 10, 50, 26  # px: plot height, its top margin, y-axis width, mark width
+PLOT_H, PLOT_TOP, AXIS_W, SLOT_MIN = 100, 10, 50, 26  # px: plot height, its top margin, y-axis width, mark width
+NAME_TOP, NAME_EM = 16, 5.1  # px: where the names begin below the plot, a character's width at the names' 9px
 REFERENCE_BASELINE = "baseline.hparams"  # the baseline row the chart draws a line for (BASELINE_NOTE names it)
-
-
-def _nice_step(span: float) -> float:
-    """A round tick step giving about four ticks over `span`."""
-    raw = span / 4 if span > 0 else 0.1
-    mag = 10 ** math.floor(math.log10(raw))
-    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
 
 
 def chart_domain(points: list[tuple[float | None, float | None, float | None]]) -> tuple[float, float, float]:
@@ -328,7 +323,7 @@ def chart_domain(points: list[tuple[float | None, float | None, float | None]]) 
     pad = max(0.5 * (inner[-1] - inner[0]), 0.25 * max(abs(inner[0]), abs(inner[-1]))) or 0.1
     lo = max(min([inner[0], *(e for _, e, _ in points if e is not None)]), inner[0] - pad)
     hi = min(max([inner[-1], *(e for _, _, e in points if e is not None)]), inner[-1] + pad)
-    step = _nice_step(hi - lo)
+    step = nice_step(hi - lo)
     lo, hi = math.floor(lo / step + 1e-6) * step, math.ceil(hi / step - 1e-6) * step
     return lo, (hi if hi > lo else lo + step), step
 
@@ -343,9 +338,9 @@ def _mark(r: Record, v: float | None, elo: float | None, ehi: float | None, y: C
           hi: float, sort: str) -> dict[str, Any]:
     """One row's mark on the overview chart: its label, group, title and what to draw (y: value -> pixel)."""
     group = "" if r.rank_group is None else rank_text(r.rank_group)
-    label = "base" if r.baseline else rank_text(r.rank, DASH)
     ci = page_interval(elo, ehi)
-    tip = (f"{'baseline' if r.baseline else 'rank ' + label} \u00b7 {entry_name(r)}: {score_spec(sort).label} "
+    tip = (f"{'baseline' if r.baseline else 'rank ' + rank_text(r.rank, DASH)} \u00b7 {entry_name(r)}: "
+           f"{score_spec(sort).label} "
            f"{page_number(v)}{' ' + ci if ci else ''}{f', rank group {group}' if group else ''}"
            f"{'' if r.zoo_complete else ' (' + partial_note(r) + ')'}"
            f"{' (refused: ' + str(r.refusal(sort)) + ')' if r.refusal(sort) else ''}")
@@ -358,7 +353,9 @@ def _mark(r: Record, v: float | None, elo: float | None, ehi: float | None, y: C
     else:
         point = {"shape": "none" if v is None else "diamond" if r.baseline else "circle",
                  "cy": None if v is None else y(v)}
-    return {"rec": r, "group": group, "label": label, "tip": tip, "bars": bars, "clipped": clipped, "point": point}
+    name = entry_name(r)
+    head, dot, rest = name.rpartition(".")
+    return {"rec": r, "group": group, "label": name, "lines": [head + dot, rest] if head else [name], "tip": tip, "bars": bars, "clipped": clipped, "point": point}
 
 
 def _mark_classes(r: Record, i: int, group: str, prev: str | None) -> str:
@@ -374,8 +371,9 @@ def overview_chart(zoo: str, rows: list[Record], hrefs: list[str], tid: str, sor
     """The index's picture of one zoo's ranking: the ranking score of every row of its table with its 95% interval
     (an inline SVG, no script needed to draw it), in the table's order (site.js re-orders it when the table is
     sorted or filtered), the rank groups as shaded bands, the baselines as diamonds with a dashed line at
-    REFERENCE_BASELINE's value; each mark links to the entry's page, its title gives the numbers. '' when no row
-    has the score."""
+    REFERENCE_BASELINE's value, each entry's name beneath its mark (read upwards, in two lines split at its last
+    dot: 'margin.' beside 'qrt_log', so the chart stays short); each mark links to the entry's
+    page, its title gives the numbers. '' when no row has the score."""
     spec = score_spec(sort)
     points = [(r.score(sort), *r.interval(sort)) for r in rows]
     if not any(v is not None for v, _, _ in points):
@@ -396,47 +394,47 @@ def overview_chart(zoo: str, rows: list[Record], hrefs: list[str], tid: str, sor
     ref_line = None if ref is None else {"name": ref.name, "y": y(ref.score(sort)),
                                          "value": page_number(ref.score(sort))}
     what = f"{spec.label}{' (lower is better)' if spec.lower_is_better else ''}"
-    caption = (f"{what} with 95% intervals, in the table's order (sort or filter the table: the chart follows). "
-               "Bands: rank groups; \u25c6 baseline rows" + (f"; dashed: {REFERENCE_BASELINE}" if ref is not None
-                                                             else "")
-               + "; \u25b2 an interval (or, larger, a value) off the chart. Hover a mark for its numbers.")
+    caption = (f"{what} with 95% intervals in the table's order (it follows the table's sorting and filter). "
+               "Bands: rank groups; \u25c6 baselines" + (f"; dashed: {REFERENCE_BASELINE}" if ref is not None else "")
+               + "; \u25b2 off the chart. Hover a mark for its numbers.")
     return Markup(render(
         "overview.html", zoo=zoo, tid=tid, spec=spec, what=what, caption=caption, marks=marks, n=n,
         width=f"{100 / n:.4f}", ticks=[(y(t), _tick(t, step), abs(t) < step / 1e6) for t in ticks],
         ref=ref_line,
-        top=PLOT_TOP, plot_h=PLOT_H, bottom=PLOT_TOP + PLOT_H, height=PLOT_TOP + PLOT_H + 30, axis_w=AXIS_W,
-        slot_min=SLOT_MIN))
+        top=PLOT_TOP, plot_h=PLOT_H, bottom=PLOT_TOP + PLOT_H, name_top=PLOT_TOP + PLOT_H + NAME_TOP,
+        height=PLOT_TOP + PLOT_H + NAME_TOP + math.ceil(NAME_EM * max(len(t) for m in marks for t in m["lines"])) + 4,
+        axis_w=AXIS_W, slot_min=SLOT_MIN))
+
+
+CHART_SIDE, CHART_LEFT, CHART_TOP = 360, 58, 12  # px: the scatter's square plot, its left and top margins
 
 
 def chart_svg(gap: list[float], pred: list[float]) -> Markup:
-    """Inline SVG scatter of held-out prediction against true gap with the y = x line (matplotlib, no pyplot)."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    lo, hi = min(min(gap), min(pred)), max(max(gap), max(pred))
-    pad = (hi - lo) * 0.05 or max(abs(hi), 1.0) * 0.05
-    lo, hi = lo - pad, hi + pad
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "genbench", "font.size": 9}):
-        fig = Figure(figsize=(4.8, 4.6))
-        fig.subplots_adjust(left=0.16, bottom=0.12, right=0.97, top=0.97)  # fixed: tight_layout costs a draw
-        ax = fig.add_subplot()
-        ax.plot([lo, hi], [lo, hi], color="#7a8591", lw=1, ls="--", label="y = x", gid="identity")
-        pts = ax.scatter(gap, pred, s=16, alpha=0.75, color="#1f5fbf", edgecolors="none",
-                         label=f"{len(gap)} models")
-        pts.set_gid("points")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-        ax.set_aspect("equal", adjustable="box")
-        ax.set_xlabel("true generalization gap")
-        ax.set_ylabel("predicted gap (k-fold held-out)")
-        ax.grid(True, color="#e3e7eb", lw=0.6)
-        ax.legend(loc="upper left", frameon=False)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
-    # matplotlib escapes the SVG's text; its only text from outside is the number of models
-    return Markup(svg.replace("<svg ", '<svg role="img" aria-label="predicted against true generalization gap" ', 1))
+    """Inline SVG scatter of held-out prediction against true gap with the dashed y = x line, on equal axes (drawn
+    here, see svg.py)."""
+    lo, hi = padded([*gap, *pred], pad=0.05)
+    x0, y0, side = CHART_LEFT, CHART_TOP, CHART_SIDE
+    xs, ys = Scale(lo, hi, x0, x0 + side), Scale(lo, hi, y0 + side, y0)
+    w, h = x0 + side + 12, y0 + side + 44
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" '
+           'aria-label="predicted against true generalization gap" font-size="11" font-family="sans-serif">'
+           f'<rect x="{x0}" y="{y0}" width="{side}" height="{side}" fill="#fff" stroke="#9aa4ae"/>']
+    for t in linear_ticks(lo, hi):
+        out.append(f'<line x1="{xs(t)}" x2="{xs(t)}" y1="{y0}" y2="{y0 + side}" stroke="#e3e7eb"/>'
+                   f'<line x1="{x0}" x2="{x0 + side}" y1="{ys(t)}" y2="{ys(t)}" stroke="#e3e7eb"/>'
+                   f'<text class="xtick" x="{xs(t)}" y="{y0 + side + 14}" text-anchor="middle">{tick_text(t)}</text>'
+                   f'<text class="ytick" x="{x0 - 4}" y="{ys(t)}" dy="0.35em" text-anchor="end">{tick_text(t)}</text>')
+    out.append(f'<g id="identity"><path d="M{xs(lo)},{ys(lo)}L{xs(hi)},{ys(hi)}" stroke="#7a8591" '
+               'stroke-dasharray="5 3" fill="none"/></g><g id="points" fill="#1f5fbf" fill-opacity="0.75">'
+               + "".join(f'<circle cx="{xs(g)}" cy="{ys(p)}" r="2.6"/>' for g, p in zip(gap, pred)) + "</g>"
+               f'<text x="{x0 + side / 2}" y="{h - 6}" text-anchor="middle">true generalization gap</text>'
+               f'<text transform="translate(14,{y0 + side / 2}) rotate(-90)" text-anchor="middle">predicted gap '
+               '(k-fold held-out)</text>'
+               f'<g class="legend"><line x1="{x0 + 10}" x2="{x0 + 30}" y1="{y0 + 14}" y2="{y0 + 14}" stroke="#7a8591" '
+               f'stroke-dasharray="5 3"/><text x="{x0 + 36}" y="{y0 + 14}" dy="0.35em">y = x</text>'
+               f'<circle cx="{x0 + 20}" cy="{y0 + 30}" r="2.6" fill="#1f5fbf"/><text x="{x0 + 36}" y="{y0 + 30}" '
+               f'dy="0.35em">{len(gap)} models</text></g></svg>')
+    return Markup("".join(out))
 
 
 # ---------------------------------------------------------------- the entry page
@@ -547,11 +545,19 @@ def spread_view(rec: Record) -> dict[str, Any] | None:
     return {"rows": rows, "summary": summary}
 
 
+@functools.lru_cache(maxsize=64)
+def _curve_markup(means: str, measure: str, form: str | None) -> Markup:
+    """The learning curves of one audit's seed means (JSON), drawn once: the records of one measure on several
+    zoos carry the same audit. page_svg escapes the SVG's text (the measure, the arms, the panels' labels)."""
+    from .curves import means_frame, page_svg
+    return Markup(page_svg(means_frame({"means": json.loads(means)}), measure=measure, form=form))
+
+
 def learning_curves(rec: Record) -> dict[str, Any]:
     """The audit's learning curves (the measure and the test error against train size, per arm, seed means with
     one-standard-error bars) as an inline SVG, from the seed means in the record's audit block; or why there is
     none when the record holds no means (made before they were recorded) or no train-size axis."""
-    from .curves import curve_svg, has_curves, means_frame
+    from .curves import has_curves, means_frame
     audit = rec.audit or {}
     means = means_frame(audit)
     if not has_curves(means):
@@ -560,8 +566,8 @@ def learning_curves(rec: Record) -> dict[str, Any]:
                         "the audit zoo has no train-size axis, so there is no learning curve")}
     measure = str(audit.get("measure") or rec.measure or "measure")
     arms = means["arm"].astype(str).unique()
-    # matplotlib escapes the SVG's text (the measure's name among it)
-    return {"svg": Markup(curve_svg(means, measure=measure, form=audit.get("form"))), "measure": measure,
+    return {"svg": _curve_markup(json.dumps(audit.get("means"), sort_keys=True), measure, audit.get("form")),
+            "measure": measure,
             "arms": ", ".join(sorted(arms, key=lambda a: (a != "base", a)))}
 
 
@@ -620,9 +626,12 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 
 
 def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: str = DEFAULT_SORT,
-               ablation: Mapping[str, pd.DataFrame] | None = None, title: str = "genbench leaderboard") -> Path:
+               ablation: Mapping[str, pd.DataFrame] | None = None, title: str = "genbench leaderboard",
+               progress: bool = False) -> Path:
     """Write the static leaderboard site of `records`, ranked by `sort`, into `out` (built beside it, then
-    swapped in); return index.html."""
+    swapped in); return index.html. progress: a bar of the entry pages on stderr."""
+    from tqdm.auto import tqdm
+
     out = Path(out).resolve()
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).exists())):
         raise FileExistsError(f"{out} exists and is not a genbench site (no {MARKER} file); refusing to replace "
@@ -637,6 +646,7 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
         for name in ASSET_FILES:
             shutil.copyfile(ASSETS / name, tmp / "assets" / name)
         links: dict[tuple[str, int], str] = {}
+        bar = tqdm(total=sum(map(len, zoos.values())), desc="leaderboard page", unit="entry", disable=not progress)
         for z, recs in zoos.items():
             zdir = tmp / "entries" / slug(z)
             zdir.mkdir(parents=True)
@@ -651,6 +661,8 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
                 links[(z, i)] = f"entries/{slug(z)}/{fname}.html"
                 text = entry_page(rec, z, f"../../index.html#zoo-{slug(z)}", names, ranked=recs)
                 (zdir / f"{fname}.html").write_text(text, encoding="utf-8")
+                bar.update()
+        bar.close()
         (tmp / "index.html").write_text(index_page(zoos, links, ablation, title, sort, names), encoding="utf-8")
         (tmp / MARKER).write_text("This directory is generated by genbench.leaderboard.site.write_site.\n")
         os.chmod(tmp, 0o755)

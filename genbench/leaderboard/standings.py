@@ -5,6 +5,7 @@ Records made on a partial zoo are listed apart, unranked. The terminal, the text
 this order. numpy only (no torch, no scikit-learn): the leaderboard command stays fast."""
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -220,12 +221,20 @@ def _check_pairable(zoo: str, recs: Sequence[Record], heldout: Mapping[str, np.n
                             f"NAME --zoo {zoo}`")
 
 
+@functools.lru_cache(maxsize=8)
+def _weights(n: int, table: str, seed: int, n_boot: int) -> np.ndarray:
+    """The zoo's resample matrix, made once per zoo (a site pairs each entry with the recipe on it), read-only."""
+    w = resample_weights(n, table_sha256=table, seed=seed, n_boot=n_boot)
+    w.flags.writeable = False
+    return w
+
+
 def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None], sort: str) -> np.ndarray:
     """[E, B] bootstrap draws of the ranking score of each entry, all on the zoo's one resample matrix (a function
     of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions
     (resample.pooled_scores; entries with the same target, models and number of shuffles in one product)."""
     table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
-    w = resample_weights(len(recs[0].model_ids or ()), table_sha256=table, seed=seed, n_boot=n_boot)
+    w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
     out = np.empty((len(recs), n_boot))
     batches: dict[tuple[bytes, bytes, int], list[int]] = {}
     for i, r in enumerate(recs):

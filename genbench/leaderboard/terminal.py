@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
 SHORT_CITATION = 32  # a citation the terminal cannot shorten to "Author et al. YEAR" is clipped to this (with ...)
 NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
-WRAPPED = 14  # the narrowest fragility column: its longest word ("fragile-value,") whole
+WRAPPED = 13  # the narrowest fragility column: its longest label ("fragile-value") whole, one label per line
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
 
@@ -83,31 +83,33 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
     """One zoo's ranked rows as a terminal table, and the footnotes of its refused cells. One set of labels at any
     width: where it fits, every score column valued on the zoo (the ranking score first), the submission folder,
     kind and citation; else rank, group, entry, the ranking score, what it adds to the recipe, tau (where it fits)
-    and fragility, with a caption saying so.
+    and fragility (where it fits; one label per line), with a caption saying so.
     Text that does not fit its column wraps: nothing is cut."""
     with_iv = interval_columns(sort)
     subs = "submission" in part and bool(part["submission"].astype(bool).any())
 
-    def build(wide: bool, extra: tuple[str, ...] = (), caption: str | None = None, least: bool = False
-              ) -> tuple[Table, Footnotes]:
-        """The full (`wide`) or headline table (the ranking score and the `extra` scores); `least`: its wrapping
-        columns at their narrowest."""
+    def build(wide: bool, extra: tuple[str, ...] = (), caption: str | None = None, least: bool = False,
+              fragility: bool = True) -> tuple[Table, Footnotes]:
+        """The full (`wide`) or headline table (the ranking score and the `extra` scores, fragility unless told
+        not); `least`: its wrapping columns at their narrowest."""
         foot = Footnotes()
         keys = score_columns(sort, hidden) if wide else [sort, *extra]
         cols = [Column("rank", no_wrap=True), Column("group", no_wrap=True), Column("entry", no_wrap=True),
                 *([Column("submission", no_wrap=True)] if wide and subs else []),
                 *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
                 *([Column("kind", no_wrap=True)] if wide else []),
-                Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None),
+                *([Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None)]
+                  if fragility else []),
                 *([Column("citation", no_wrap=True, min_width=WIDE_CITATION)] if wide else [])]
-        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
+        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False,
                   title=f"{zoo_title(zoo)}: ranked by {sort}", caption=caption)
         for _, r in part.iterrows():
             scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
                                  refused=r.get(f"{k}_refused"), notes=foot, digits=score_spec(k).digits)
                       for k in keys]
             t.add_row(rank_cell(r), rank_text(r["group"]), entry_cell(r), *([r["submission"]] if wide and subs else []),
-                      *scores, *([str(r["kind"] or "")] if wide else []), r["fragility"],
+                      *scores, *([str(r["kind"] or "")] if wide else []),
+                      *([r["fragility"] if wide else str(r["fragility"]).replace(", ", "\n")] if fragility else []),
                       *([short_citation(str(r["citation"] or ""))] if wide else []))
         return t, foot
 
@@ -119,6 +121,8 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
     headline = [k for k in NARROW if k != sort and k not in hidden]
     while headline and width(build(False, tuple(headline), least=True)[0]) > console.width:
         headline.pop()  # the last of NARROW goes first
+    if not headline and width(build(False, least=True)[0]) > console.width:  # the fragility last, said so
+        return build(False, caption=caption + "; fragility: `genbench audit MEASURE`", fragility=False)
     return build(False, tuple(headline), caption)
 
 
