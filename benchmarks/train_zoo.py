@@ -4,7 +4,8 @@
 (benchmarks/demogen_v1.py; batchnorm off; dropout, weight decay, augmentation and seed vary). `--family cnn1d`
 takes 1-D CNNs on MNIST-1D (32 channels, depth 3, stride 2; batchnorm, dropout, weight decay and augmentation
 vary), `--family nin` DEMOGEN's Network-in-Network on CIFAR-shaped inputs (random 3 x 32 x 32 tensors: the real
-data cannot be downloaded here, and throughput does not depend on it; `--base-channels` sets its width). Each
+data cannot be downloaded here, and throughput does not depend on it; `--base-channels` sets its width), or with
+`--data mnist1d` the same network in 1-D on MNIST-1D. Each
 trains the models for a few epochs both ways in one run, and prints the ratio and the test accuracy of both (they
 follow the same trajectories up to float error and dropout masks).
 
@@ -13,7 +14,8 @@ back in each round (alternating which goes first), and the speed-up is the media
 ratios, so that both sides of a ratio see the same state of this shared, noisy machine. This is done
 first with the system's malloc settings, then with the ones the `genbench` command sets at start-up
 (freed memory kept for reuse, see genbench/harness/malloc.py), which is how `genbench zoo build` trains.
-Usage: python benchmarks/train_zoo.py [--family mlp|cnn1d|nin] [--epochs 5] [--models 16] [--rounds 5]
+Usage: python benchmarks/train_zoo.py [--family mlp|cnn1d|nin] [--data cifar|mnist1d] [--epochs 5] [--models 16]
+       [--rounds 5]
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ def cifar_shaped(n_train: int = 1000, n_test: int = 500) -> Pool:
                 num_classes=10, kind="image")
 
 
-def workload(family: str, epochs: int, models: int, base_channels: int) -> tuple[list, Pool, str]:
+def workload(family: str, epochs: int, models: int, base_channels: int, data: str = "cifar") -> tuple[list, Pool, str]:
     """The specs of one shape group, their pool, and what they are (for the report)."""
     if family == "mlp":
         recipe = load_recipe("mnist1d-demogen", {**DEMOGEN_V1, "train.epochs": epochs, "train.lr_milestones": []})
@@ -67,13 +69,14 @@ def workload(family: str, epochs: int, models: int, base_channels: int) -> tuple
         arch, dataset, what = {"channels": 32, "depth": 3, "stride": 2}, {"name": "mnist1d"}, "32-channel 1-D CNNs on MNIST-1D"
     else:
         arch, dataset = {"base_channels": base_channels}, {"name": "mnist1d"}
-        what = f"NiNs ({base_channels} channels) on CIFAR-shaped inputs"
+        what = f"NiNs ({base_channels} channels) on " + ("MNIST-1D (1-D convolutions)" if data == "mnist1d" else
+                                                          "CIFAR-shaped inputs")
     grid = {k: v for k, v in CONV_GRID.items() if k != "batchnorm"}  # one shape group: batchnorm on for all
     recipe = parse_recipe({"name": f"bench-{family}", "dataset": dataset, "family": family,
                            "arch": {**arch, "batchnorm": True}, "grid": grid,
                            "train": {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 128,
                                      "epochs": epochs, "train_size": 1000}})
-    pool = load_pool(dataset) if family == "cnn1d" else cifar_shaped()
+    pool = load_pool(dataset) if family == "cnn1d" or data == "mnist1d" else cifar_shaped()
     return recipe.expand()[:models], pool, what
 
 
@@ -84,12 +87,14 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--base-channels", type=int, default=32, help="NiN width (DEMOGEN: 192)")
+    ap.add_argument("--data", choices=("cifar", "mnist1d"), default="cifar",
+                    help="NiN's input: CIFAR-shaped random images, or MNIST-1D signals (the NiN in 1-D)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--cudnn-benchmark", action="store_true", help="let cuDNN time its algorithms (not used by builds: "
                     "its choice can differ between runs)")
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    specs, pool, what = workload(args.family, args.epochs, args.models, args.base_channels)
+    specs, pool, what = workload(args.family, args.epochs, args.models, args.base_channels, args.data)
     torch.set_flush_denormal(True)
 
     def sync(result):

@@ -116,6 +116,26 @@ def test_param_count_nin():
     assert m_wide.blocks[0].conv1.out_channels == 12
 
 
+def test_nin_on_signals_counts_and_keeps_its_signal():
+    """The NiN transplanted to 1-D: kernels 3 and 1 along the length, the head as wide as what is left (40 -> 20 ->
+    10 -> 5); He init, so that ten convolutions without batchnorm do not shrink a signal to nothing (PyTorch's
+    default init divides its scale by about 2.4 per layer: 1e-4 after ten)."""
+    m = build_model("nin", dict(in_shape=[40], num_classes=3, base_channels=8))
+    conv1x1 = 8 * 8 + 8
+    block1, block23 = (1 * 8 * 3 + 8) + 2 * conv1x1, (8 * 8 * 3 + 8) + 2 * conv1x1
+    head = 8 * 3 * 5 + 3
+    assert _nparams(m) == block1 + 2 * block23 + head == 987
+    assert build_model("nin", dict(in_shape=[2, 40], num_classes=3, base_channels=8))(torch.randn(4, 2, 40)).shape \
+        == (4, 3)
+    with pytest.raises(ValueError, match="nin needs in_shape"):
+        build_model("nin", dict(in_shape=[1, 2, 3, 4], num_classes=3))
+    torch.manual_seed(0)
+    x = torch.randn(512, 40)
+    with torch.no_grad():
+        h = build_model("nin", dict(in_shape=[40], num_classes=3, base_channels=32)).blocks(x.unsqueeze(1))
+    assert 0.2 < float(h.square().mean().sqrt()) < 5.0  # the last block's activations keep the input's scale
+
+
 def test_param_count_resnet():
     m = build_model("resnet32v2", dict(in_shape=[3, 8, 8], num_classes=3, base_channels=4, blocks_per_stage=1))
     stem = 3 * 4 * 9                                          # 108, no bias

@@ -54,6 +54,26 @@ def test_one_epoch_batched_equals_one_by_one(pool, family, arch, grid, train):
         _assert_same(train_group(group, pool), [train_one(s, pool) for s in group], atol=1e-4)
 
 
+def test_nin_on_signals_batched_equals_one_by_one_in_float64(pool):
+    """DEMOGEN's NiN on signals (the default zoo's family) trains channels last: batched matrix products and one
+    batchnorm over every model's channels (models/stacked.py, conv_last). In float32 its sums run in another order
+    than Conv1d's, and train-mode batchnorm over 5 channels amplifies that rounding into different trajectories
+    within two epochs (0.03 here); in float64 both ways must agree to rounding."""
+    import dataclasses
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        wide = dataclasses.replace(pool, x_train=pool.x_train.double(), x_test=pool.x_test.double())
+        specs = _recipe("nin", {"base_channels": 5}, {"batchnorm": [False, True], "lr": [0.01, 0.03],
+                                                      "augment": [False, True], "weight_decay": [0.0, 0.002]},
+                        optimizer="sgd", momentum=0.9).expand()
+        for group in plan_groups(specs):
+            assert len(group) >= 4
+            _assert_same(train_group(group, wide), [train_one(s, wide) for s in group], atol=1e-10)
+    finally:
+        torch.set_default_dtype(old)
+
+
 def test_groups_split_by_shape_not_by_dropout():
     specs = _recipe("mlp", {}, {"width": [8, 16], "batchnorm": [False, True], "dropout": [0.0, 0.5]}).expand()
     groups = plan_groups(specs)
@@ -172,7 +192,8 @@ def test_image_families_batched_equal_one_by_one(family, arch, grid):
 
 
 @pytest.mark.parametrize("family,arch,shape", [("cnn1d", {"channels": 6, "depth": 2}, (40,)),
-                                                ("nin", {"base_channels": 6}, (3, 8, 8))])
+                                                ("nin", {"base_channels": 6}, (3, 8, 8)),
+                                                ("nin", {"base_channels": 6}, (40,))])
 def test_conv_dropout_is_per_model_and_off_in_eval(family, arch, shape):
     """Grouped stacked forward: in eval mode each model's logits are its own module's; in train mode, model 0
     (rate 0) is untouched and the others differ from it only through their own dropout."""

@@ -1,4 +1,5 @@
-"""Network-in-Network without max-pool, the CNN of DEMOGEN (Jiang et al. 2019, appendix A.1)."""
+"""Network-in-Network without max-pool, the CNN of DEMOGEN (Jiang et al. 2019, appendix A.1), on images [C, H, W]
+or transplanted to 1-D signals [L] or [C, L] (kernels 3 and 1 along the length, the same blocks)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -15,7 +16,8 @@ _NUM_BLOCKS = 3
 
 @register_family("nin")
 class NiN(nn.Module):
-    """input -> 3 x [conv3x3/2, conv1x1, conv1x1 (each +BN?, ReLU), Dropout? after blocks 1-2] -> conv to classes; DEMOGEN's CNN."""
+    """input -> 3 x [conv3x3/2, conv1x1, conv1x1 (each +BN?, ReLU), Dropout? after blocks 1-2] -> conv to classes;
+    DEMOGEN's CNN (1-D convolutions for a signal)."""
 
     per_model_settings = ("dropout",)  # stacked training takes a dropout rate per model
 
@@ -23,38 +25,46 @@ class NiN(nn.Module):
                  batchnorm: bool = False, dropout: float = 0.0):
         super().__init__()
         in_shape = [int(s) for s in in_shape]
-        if len(in_shape) != 3:
-            raise ValueError(f"nin needs in_shape [C, H, W], got {in_shape}")
+        if len(in_shape) not in (1, 2, 3):
+            raise ValueError(f"nin needs in_shape [C, H, W] (images) or [L] / [C, L] (signals), got {in_shape}")
         self.config = dict(in_shape=in_shape, num_classes=int(num_classes), width=float(width),
                            base_channels=int(base_channels), batchnorm=bool(batchnorm), dropout=float(dropout))
         channels = int(base_channels * width)
-        self.input = nn.Identity()
-        blocks, c, (h, w) = [], in_shape[0], in_shape[1:]
+        conv, norm = (nn.Conv2d, nn.BatchNorm2d) if len(in_shape) == 3 else (nn.Conv1d, nn.BatchNorm1d)
+        self.input = nn.Unflatten(1, (1, in_shape[0])) if len(in_shape) == 1 else nn.Identity()
+        blocks, c = [], 1 if len(in_shape) == 1 else in_shape[0]
+        size = in_shape[-2:] if len(in_shape) == 3 else in_shape[-1:]  # the spatial extent, halved per block
         for b in range(_NUM_BLOCKS):
             parts = OrderedDict()
             for j, (k, s) in enumerate([(3, 2), (1, 1), (1, 1)], start=1):
-                parts[f"conv{j}"] = nn.Conv2d(c, channels, k, stride=s, padding=k // 2)
+                parts[f"conv{j}"] = conv(c, channels, k, stride=s, padding=k // 2)
                 if batchnorm:
-                    parts[f"bn{j}"] = nn.BatchNorm2d(channels, eps=1e-3)
+                    parts[f"bn{j}"] = norm(channels, eps=1e-3)
                 parts[f"relu{j}"] = nn.ReLU()
                 c = channels
             if dropout > 0 and b < _NUM_BLOCKS - 1:
                 parts["drop"] = nn.Dropout(dropout)
             blocks.append(nn.Sequential(parts))
-            h, w = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+            size = [(n - 1) // 2 + 1 for n in size]
         self.blocks = nn.Sequential(*blocks)
-        self.head = nn.Conv2d(c, num_classes, (h, w))
+        self.head = conv(c, num_classes, tuple(size))
+        for module in self.blocks.modules():  # He init: ten layers without batchnorm keep their signal
+            if isinstance(module, (nn.Conv1d, nn.Conv2d)):
+                nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+                nn.init.zeros_(module.bias)
         self.flatten = nn.Flatten()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.flatten(self.head(self.blocks(self.input(x))))
 
     def stacked_forward(self, archs: list[dict], device: str) -> Callable[..., torch.Tensor]:
-        """forward(params, buffers, x (M, B, C, H, W), train) -> logits (M, B, classes) of M stacked NiNs of this
-        shape: grouped convolutions, one batchnorm call per layer, per-model dropout rates."""
+        """forward(params, buffers, x (M, B, C, H, W) or (M, B, [C,] L), train) -> logits (M, B, classes) of M
+        stacked NiNs of this shape: grouped convolutions, one batchnorm call per layer, per-model dropout rates."""
         m, bn = len(archs), self.config["batchnorm"]
-        codes = stacked.dropout_rates(archs, device)
         eps, momentum = (self.blocks[0].bn1.eps, self.blocks[0].bn1.momentum) if bn else (0.0, 0.0)
+        if len(self.config["in_shape"]) < 3:
+            return self._signal_forward(archs, device, eps, momentum)
+        codes = stacked.dropout_rates(archs, device)
 
         def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:
             h = stacked.grouped(x)
@@ -67,6 +77,26 @@ class NiN(nn.Module):
                 if train and i < _NUM_BLOCKS - 1:
                     h = stacked.dropout(h, m, codes)
             return stacked.per_model(stacked.conv(h, p, "head", m, stride=1, padding=0).flatten(1), m)
+
+        return forward
+
+    def _signal_forward(self, archs: list[dict], device: str, eps: float, momentum: float
+                        ) -> Callable[..., torch.Tensor]:
+        """The stacked forward of 1-D NiNs, channels last (stacked.conv_last: batched matrix products)."""
+        bn, codes = self.config["batchnorm"], stacked.dropout_rates(archs, device, layout=(-1, 1, 1))
+
+        def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:
+            h = stacked.signals_last(x)
+            for i in range(_NUM_BLOCKS):
+                for j, (k, s) in enumerate([(3, 2), (1, 1), (1, 1)], start=1):
+                    h = stacked.conv_last(h, p, f"blocks.{i}.conv{j}", stride=s, padding=k // 2)
+                    if bn:
+                        h = stacked.batch_norm_last(h, p, b, f"blocks.{i}.bn{j}", train=train, eps=eps,
+                                                    momentum=momentum)
+                    h = h.relu()
+                if train and i < _NUM_BLOCKS - 1:
+                    h = stacked.dropout_last(h, codes)
+            return stacked.conv_last(h, p, "head", stride=1, padding=0).flatten(2)
 
         return forward
 
