@@ -140,6 +140,22 @@ def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, m
     assert changed.table_sha256 != resumed.table_sha256
 
 
+@pytest.mark.parametrize("env,expect", [({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),
+                                        ({"GENBENCH_OMP_WAIT_POLICY": "default"}, None)])
+def test_importing_genbench_lets_waiting_openmp_threads_sleep(env, expect):
+    """Importing genbench (before torch) sets OMP_WAIT_POLICY=PASSIVE, so that torch's OpenMP threads sleep at a
+    barrier instead of spinning on a core another process needs; a policy of the user's wins, and
+    GENBENCH_OMP_WAIT_POLICY=default leaves OpenMP's own default."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GENBENCH_OMP_WAIT_POLICY")}
+    code = "import os, genbench; print(os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(expect)
+
+
 def test_builds_run_under_pinned_numerics_and_a_resume_refuses_other_settings(tmp_path, monkeypatch):
     """Issue 15 item 6: the manifest records the CPU numerics a build ran under (genbench pins AVX2 kernels and the
     build's thread count) and resuming it under other settings is refused, not mixed into one zoo."""

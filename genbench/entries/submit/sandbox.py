@@ -58,7 +58,7 @@ SANDBOX_UID = 65534  # nobody, inside the sandbox's own user namespace
 # selection); everything else (tokens, keys, proxies, HOME, GENBENCH_HOME, ...) is dropped
 PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MKL_CBWR",
               "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "GENBENCH_NATIVE_NUMERICS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_VISIBLE_DEVICES",
-              "LD_LIBRARY_PATH", "TZ")
+              "LD_LIBRARY_PATH", "TZ", "OMP_WAIT_POLICY", "GENBENCH_OMP_WAIT_POLICY")
 # the few files of /etc that a Python program needs (the dynamic loader's cache, time zone, users and groups)
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "alternatives", "mime.types")
