@@ -18,3 +18,11 @@ def digits_zoo(home):
     import genbench as gb
 
     return gb.build_zoo("digits-mlp", progress=False)
+
+
+@pytest.fixture(scope="session")
+def nin_zoo(home):
+    """The tiny convolutional zoo (DEMOGEN's NiN in 1-D on digits), built once per session."""
+    import genbench as gb
+
+    return gb.build_zoo("digits-nin", progress=False)

@@ -240,3 +240,25 @@ def test_points_flat_at_a_layer_are_left_out_there():
                                rtol=1e-6)
     lm = M.lm_linear(context(net, x=x, y=y))
     assert np.isfinite(lm).all()
+
+
+@pytest.mark.parametrize("shape,bn", [((40,), False), ((40,), True), ((3, 8, 8), False)])
+def test_relu_rescaling_keeps_a_nin_the_same_function(shape, bn):
+    """A NiN block holds three convolutions in one Sequential: the rescaled pair is its first convolution (or its
+    batchnorm) and the next convolution of the same block, so the network computes the same logits; scaling the
+    next block's first convolution instead (as once) changed them."""
+    torch.manual_seed(0)
+    net = build_model("nin", dict(in_shape=list(shape), num_classes=4, base_channels=6, batchnorm=bn)).eval()
+    if bn:
+        for m in net.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_()
+                m.running_var.uniform_(0.5, 2.0)
+    scaled = rescale_relu_pair(net, 3.0)
+    x = torch.randn(64, *shape)
+    with torch.no_grad():
+        torch.testing.assert_close(scaled(x), net(x), rtol=1e-5, atol=1e-5)
+    first = net.blocks[0].bn1 if bn else net.blocks[0].conv1
+    assert torch.allclose(getattr(scaled.blocks[0], "bn1" if bn else "conv1").weight, 3.0 * first.weight)
+    assert torch.allclose(scaled.blocks[0].conv2.weight, net.blocks[0].conv2.weight / 3.0)
+    assert torch.equal(scaled.blocks[1].conv1.weight, net.blocks[1].conv1.weight)

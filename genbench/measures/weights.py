@@ -114,9 +114,9 @@ def rescale_relu_pair(model: nn.Module, alpha: float) -> nn.Module:
             continue
         layers = [m for m in model.modules() if isinstance(m, _LINEAR)]
         following = layers[layers.index(mods[0]) + 1:]
-        nxt = next((m for m in following if not any(m is x for x in mods)), None)
-        if nxt is None:
+        if not following:
             continue
+        nxt = following[0]  # the next weight layer, in this block or the next (a NiN block holds three convs)
         scaled.weight.mul_(alpha)
         if scaled.bias is not None:
             scaled.bias.mul_(alpha)
