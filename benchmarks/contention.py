@@ -1,8 +1,8 @@
 """Throughput of a build and an evaluation when the machine is shared: the same small job idle and beside one
 competing busy process (`--hog python`: a pure-Python loop holding one core; `--hog torch`, the default: another
 torch job, small matrix products on torch's default threads under OpenMP's default policy, as a second build or a
-test run would be), under OpenMP's default wait policy and under
-OMP_WAIT_POLICY=PASSIVE (what genbench sets, see genbench/numerics.py). Each job is a fresh `genbench` process
+test run would be), under OpenMP's default wait policy and under OMP_WAIT_POLICY=PASSIVE (what
+GENBENCH_OMP_WAIT_POLICY=passive sets, see genbench/numerics.py). Each job is a fresh `genbench` process
 (the policy is read when torch loads its OpenMP runtime): a build of the first `--models` models of
 mnist1d-demogen at `--epochs` epochs, then `genbench evaluate` of two built-ins on it. Rounds alternate the
 order of the four settings; each printed figure is the median over rounds, and the slowdown is contended / idle
@@ -31,9 +31,8 @@ def job(models: int, epochs: int, policy: str | None, home: Path) -> float:
     """Seconds of one build + evaluate in fresh processes under `policy` (None: OpenMP's default)."""
     env = {**os.environ, "GENBENCH_HOME": str(home)}
     env.pop("OMP_WAIT_POLICY", None)
-    if policy is None:
-        env["GENBENCH_OMP_WAIT_POLICY"] = "default"  # genbench leaves OpenMP's own default
-    else:
+    env.pop("GENBENCH_OMP_WAIT_POLICY", None)  # genbench leaves OpenMP's own default
+    if policy is not None:
         env["OMP_WAIT_POLICY"] = policy
     out = home / "zoo"
     shutil.rmtree(out, ignore_errors=True)

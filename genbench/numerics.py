@@ -7,8 +7,8 @@ the same 24 models differ in every checkpoint (benchmarks/reproducibility.py). P
 the CPU's own choice irrelevant; builds, records and their verification also run with a fixed thread count
 (build_threads, pinned_threads). The variables only take effect before torch runs its first operation, so genbench
 sets them when it is imported; a value the user set wins, and GENBENCH_NATIVE_NUMERICS=1 keeps the machine's
-defaults. At the same moment it sets OpenMP's passive wait policy (share_cores_when_waiting), which changes no sum
-but keeps a build's waiting threads off cores that another process needs."""
+defaults. At the same moment, on request, it sets OpenMP's passive wait policy (share_cores_when_waiting), which
+changes no sum but keeps waiting threads off cores that another process needs."""
 from __future__ import annotations
 
 import os
@@ -57,7 +57,7 @@ def pinned_threads() -> Iterator[None]:
 
 def pin_cpu_numerics() -> None:
     """Set the PINNED variables the user has not set (nothing with GENBENCH_NATIVE_NUMERICS=1), and OpenMP's
-    passive wait policy (share_cores_when_waiting)."""
+    passive wait policy when asked (share_cores_when_waiting)."""
     share_cores_when_waiting()
     if os.environ.get("GENBENCH_NATIVE_NUMERICS"):
         return
@@ -66,11 +66,12 @@ def pin_cpu_numerics() -> None:
 
 
 def share_cores_when_waiting() -> None:
-    """OMP_WAIT_POLICY=PASSIVE unless the user set a policy (or GENBENCH_OMP_WAIT_POLICY=default): torch's OpenMP
-    threads that wait at a barrier sleep instead of spinning. On a machine shared with another busy process (a CI
-    runner, a Ray node, a laptop) a spinning thread holds a core its sibling needs, and a 2-thread build ran many
-    times slower than its share of the cores (benchmarks/contention.py); the sums, and so the bits, are the same."""
-    if os.environ.get("GENBENCH_OMP_WAIT_POLICY", "").lower() != "default":
+    """With GENBENCH_OMP_WAIT_POLICY=passive (and no OMP_WAIT_POLICY of the user's): OMP_WAIT_POLICY=PASSIVE, so
+    torch's OpenMP threads that wait at a barrier sleep instead of spinning. Beside another busy torch job a build
+    + evaluate ran 1.3x slower than idle instead of 7.3x (benchmarks/contention.py), but on an idle machine the
+    margin and sharpness measures ran 2.1x slower (a sleeping thread wakes late for their many small parallel
+    loops), so it is a choice for shared machines, not the default. The sums, and so the bits, are the same."""
+    if os.environ.get("GENBENCH_OMP_WAIT_POLICY", "").lower() == "passive":
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
