@@ -113,6 +113,15 @@ def _span(means: pd.DataFrame, panel: Mapping[str, Any], stat: str) -> tuple[flo
     return (float(v.min()), float(v.max())) if len(v) else (np.nan, np.nan)
 
 
+def _styles(means: pd.DataFrame, arms: list[str], form: str | None) -> tuple[dict[str, str], bool]:
+    """Each arm's colour (the baseline black, the twins in turn) and whether the measure's row is on a log axis
+    (its form is log and every seed mean is positive): the same for the figure and the page's SVG."""
+    colours = {a: BASE_COLOUR if a == BASE else TWIN_COLOURS[(i - (BASE in arms)) % len(TWIN_COLOURS)]
+               for i, a in enumerate(arms)}
+    mu = means["mu"].astype(float)
+    return colours, (form or "log") == "log" and bool((mu[np.isfinite(mu)] > 0).all())
+
+
 def curve_figure(source: Any, *, measure: str = "measure", form: str | None = None) -> Any:
     """The figure: row 1 the measure, row 2 the test error, against train size on log-log axes (the measure on
     a linear axis when it takes values <= 0 or `form` is 'linear'); a column per panel; one series per arm,
@@ -125,10 +134,7 @@ def curve_figure(source: Any, *, measure: str = "measure", form: str | None = No
         raise GenbenchError("no learning curves to plot: the audit has no seed means per train size (the zoo needs "
                             "a 'train_size' axis; records made before the means were recorded hold none)")
     arms, cols = arms_of(means), panels(means)
-    colours = {a: BASE_COLOUR if a == BASE else TWIN_COLOURS[(i - (BASE in arms)) % len(TWIN_COLOURS)]
-               for i, a in enumerate(arms)}
-    mu = means["mu"].astype(float)
-    log_mu = (form or "log") == "log" and bool((mu[np.isfinite(mu)] > 0).all())
+    colours, log_mu = _styles(means, arms, form)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "genbench", "font.size": 8}):
         fig = Figure(figsize=(1.2 + 2.6 * len(cols), 5.0))
         fig.subplots_adjust(left=0.5 / (1.2 + 2.6 * len(cols)) + 0.06, right=0.98, bottom=0.18, top=0.9,
@@ -182,10 +188,7 @@ def page_svg(source: Any, *, measure: str = "measure", form: str | None = None) 
     if not has_curves(means):
         raise GenbenchError("no learning curves to plot: the audit has no seed means per train size")
     arms, cols = arms_of(means), panels(means)
-    colours = {a: BASE_COLOUR if a == BASE else TWIN_COLOURS[(i - (BASE in arms)) % len(TWIN_COLOURS)]
-               for i, a in enumerate(arms)}
-    mu = means["mu"].astype(float)
-    log_mu = (form or "log") == "log" and bool((mu[np.isfinite(mu)] > 0).all())
+    colours, log_mu = _styles(means, arms, form)
     sizes = sorted(float(v) for v in means[CURVE_AXIS].unique())
     width = LEFT + len(cols) * PANEL_W + (len(cols) - 1) * GAP_X + RIGHT
     height = TOP + 2 * PANEL_H + GAP_Y + BOTTOM + LEGEND_H
