@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# The batched trainer on a GPU, as one prepared run: batched / one-by-one for the convolutional families (NiN on
-# CIFAR-shaped inputs at DEMOGEN's width and at half of it, the 1-D CNN on MNIST-1D). Run it from the repository
-# root on the device machine (`DEVICE=cuda`, the default), or on the CPU at a tiny size with `DEVICE=cpu TINY=1`
-# (what the tests do); the CPU's own figures come from `python benchmarks/train_zoo.py --family ...` here.
+# The device machine's one prepared run: a slice of demogen-nin-cifar10 built, trained batched and one by one, and
+# evaluated with the whole catalogue, on the GPU and then on the same machine's CPU (all its cores), each figure beside
+# the other (benchmarks/gpu.py). Run it from anywhere; `SIZE=tiny DEVICES=cpu` is the small CPU form the tests run.
+# Any Python with torch and genbench's dependencies will do (the device image has them; genbench is read from here).
 set -euo pipefail
-cd "$(dirname "$0")"
-DEVICE="${DEVICE:-cuda}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"
-if [ -n "${TINY:-}" ]; then
-    "$PY" train_zoo.py --family nin --base-channels 4 --epochs 1 --models 2 --rounds 1 --device "$DEVICE"
-    exit 0
-fi
-"$PY" -c "import torch; assert torch.cuda.is_available() or '$DEVICE' == 'cpu', 'no GPU: run with DEVICE=cpu'"
-"$PY" train_zoo.py --family nin --base-channels 192 --epochs 3 --models 16 --rounds 3 --device "$DEVICE"
-"$PY" train_zoo.py --family nin --base-channels 96 --epochs 3 --models 16 --rounds 3 --device "$DEVICE"
-"$PY" train_zoo.py --family cnn1d --epochs 5 --models 16 --rounds 3 --device "$DEVICE"
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export GENBENCH_BUILD_THREADS="${GENBENCH_BUILD_THREADS:-$(nproc)}"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+"$PY" -c "import torch; print('torch', torch.__version__, '| cuda:', torch.cuda.is_available())"
+args=(--size "${SIZE:-slice}")
+[ -n "${DEVICES:-}" ] && args+=(--devices "$DEVICES")
+[ -n "${JSON:-}" ] && args+=(--json "$JSON")
+exec "$PY" "$root/benchmarks/gpu.py" "${args[@]}"

@@ -1,7 +1,8 @@
 """The norm measures on a convolutional network, against values computed here by hand with numpy: a tiny NiN in 1-D
 (ten convolutions) whose kernels are read as [out, in * kernel] matrices (the reshape of Jiang et al. 2020,
 docs/catalogue.md), batchnorm folded into the convolution before it, and the path norm from a plain numpy
-convolution over an all-ones signal with every parameter squared."""
+convolution over an all-ones signal with every parameter squared; and DEMOGEN's margins at the input and at each block,
+with the gradient backpropagated through the convolutions written out as dense matrices."""
 from __future__ import annotations
 
 import math
@@ -87,3 +88,71 @@ def test_norms_of_a_conv_net_match_hand_values(batchnorm):
     out = conv1d(h, w ** 2, b ** 2, stride=1, padding=0)
     assert out.shape == (CLASSES, 1)
     assert norm.path(ctx) == pytest.approx(float(out.sum()), rel=rel)
+
+
+def dense(w: np.ndarray, stride: int, padding: int, length: int) -> np.ndarray:
+    """The convolution as a matrix on the flattened [in, L] signal: its columns are the images of the basis signals."""
+    n_in = w.shape[1] * length
+    cols = [conv1d(np.eye(n_in)[i].reshape(w.shape[1], length), w, np.zeros(w.shape[0]), stride, padding).ravel()
+            for i in range(n_in)]
+    return np.stack(cols, 1)
+
+
+@pytest.mark.parametrize("batchnorm", [False, True])
+def test_margins_of_a_conv_net_match_hand_values(batchnorm):
+    """DEMOGEN's margins at the input and at each block's last convolution, the activation taken flattened:
+    d = (f_y - f_j) / ||grad_a (f_y - f_j)||, the gradient backpropagated by hand through the dense matrices of the
+    convolutions and the ReLU masks, and the total variation of the flattened activation over the examples."""
+    from genbench.measures import margin
+
+    torch.manual_seed(4)  # 4 channels, He-initialised weights: no example's gradient dies in the ReLUs
+    net = build_model("nin", dict(in_shape=[LENGTH], num_classes=CLASSES, base_channels=4, batchnorm=batchnorm))
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.Conv1d):
+                m.bias.uniform_(-0.2, 0.2)
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.weight.uniform_(0.5, 2.0), m.bias.uniform_(-0.5, 0.5)
+                m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    layers = folded_layers(net)
+    lengths, mats = [LENGTH], []
+    for (w, _), (k, s) in zip(layers, NIN_LAYERS + [(layers[-1][0].shape[2], 1)]):
+        pad = k // 2 if len(mats) < len(NIN_LAYERS) else 0
+        mats.append(dense(w, s, pad, lengths[-1]))
+        lengths.append((lengths[-1] + 2 * pad - k) // s + 1)
+    biases = [np.repeat(b, n) for (_, b), n in zip(layers, lengths[1:])]
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(7, LENGTH, generator=g), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    probes = [2, 5, 8]  # conv3 of each block (pre-ReLU; its batchnorm folded in)
+    pre = []  # pre-activations of the ten block convolutions and the logits, per example
+    for xi in x.double().numpy():
+        h, a_all = xi, []
+        for i, (A, b) in enumerate(zip(mats, biases)):
+            a = A @ h + b
+            a_all.append(a)
+            h = np.maximum(a, 0) if i < len(NIN_LAYERS) else a
+        pre.append(a_all)
+    logits = np.array([a[-1] for a in pre])
+    dist = np.zeros((4, len(x)))
+    for n, (a_all, yi) in enumerate(zip(pre, y.numpy())):
+        order = np.argsort(-logits[n], kind="stable")
+        j = order[1] if order[0] == yi else order[0]
+        grad = np.eye(CLASSES)[yi] - np.eye(CLASSES)[j]
+        grads = {}
+        for i in range(len(mats) - 1, -1, -1):  # grad is d(f_y - f_j)/d(output of layer i)
+            if i < len(NIN_LAYERS):
+                grad = grad * (a_all[i] > 0)
+                grads[i] = grad
+            grad = mats[i].T @ grad
+        norms = np.array([np.linalg.norm(grad)] + [np.linalg.norm(grads[p]) for p in probes])
+        # a point whose gradient is zero at a layer (every path through its ReLUs shut) is left out there (NaN)
+        dist[:, n] = np.where(norms > 0, logits[n, yi] - logits[n, j], np.nan) / np.where(norms > 0, norms, 1.0)
+    acts = [x.double().numpy()] + [np.array([a[p] for a in pre]) for p in probes]
+    tv = [a.var(axis=0).sum() for a in acts]
+    m = margin.compute_margins(net, net.probe_layers(), iter([(x, y)]))
+    last = "bn3" if batchnorm else "conv3"
+    assert m.layers == ["input"] + [f"blocks.{i}.{last}" for i in range(3)]
+    np.testing.assert_allclose(m.distance, dist, rtol=1e-4)
+    np.testing.assert_allclose(m.total_variation, tv, rtol=1e-4)
+    assert np.isfinite(dist).mean() > 0.8 and (dist > 0).any() and (dist < 0).any()  # right and wrong examples

@@ -215,19 +215,33 @@ def test_conv_dropout_is_per_model_and_off_in_eval(family, arch, shape):
     assert not torch.allclose(tr[1], ev[1], atol=1e-3) and not torch.allclose(tr[2], ev[2], atol=1e-3)
 
 
-def test_the_gpu_script_runs_on_the_cpu_at_a_tiny_size():
-    """benchmarks/gpu.sh is what the device machine runs; here, without one, its tiny CPU form must still work."""
+def test_the_gpu_script_runs_on_the_cpu_at_a_tiny_size(tmp_path):
+    """benchmarks/gpu.sh is what the device machine runs; here, without one, its tiny CPU form must still work and
+    its figures must be the ones its own timings give."""
+    import json
     import os
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "DEVICE": "cpu", "TINY": "1", "PYTHON": sys.executable}
+    env = {**os.environ, "SIZE": "tiny", "DEVICES": "cpu", "PYTHON": sys.executable, "JSON": str(tmp_path / "f.json"),
+           "GENBENCH_BUILD_THREADS": "2"}
     out = subprocess.run(["bash", str(root / "benchmarks" / "gpu.sh")], env=env, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "NiNs (4 channels) on CIFAR-shaped inputs" in out.stdout
-    assert "speed-up batched / one-by-one" in out.stdout and "largest per-model test-accuracy difference" in out.stdout
+    [r] = json.loads((tmp_path / "f.json").read_text())
+    size = r["size"]
+    assert r["name"] == "CPU, 2 threads" and size["base_channels"] == 4
+    assert r["models_per_hour"] == pytest.approx(size["models"] * 3600 / r["build_s"])
+    assert r["speedup"] == pytest.approx(r["one_by_one_s"] / r["batched_s"])
+    full = 3600 * size["models"] / (r["build_s"] / (size["epochs"] * size["n_train"]) * 380 * 50_000)
+    assert r["full_recipe_models_per_hour"] == pytest.approx(full)
+    # every built-in ran; on a NiN only the MLP-only marginal likelihood gives no value
+    from genbench.measures import registry
+    assert r["catalogue_measures"] == len(registry.resolve_measures("*"))
+    assert r["catalogue_failed"] == ["pacbayes.marginal_likelihood"]
+    table = out.stdout.split("a slice on CIFAR-shaped random data")[1]
+    assert f"{r['speedup']:.2f}x" in table and f"{r['catalogue_s_per_model']:.1f}" in table
 
 
 def test_a_family_without_a_stacked_forward_trains_through_vmap_with_one_warning(pool):
