@@ -8,7 +8,7 @@ from genbench.zoo.recipe import list_recipes, load_recipe, parse_recipe
 
 SHIPPED = {"mnist1d-demogen": 216, "mnist1d-fragility": 750, "mnist1d-fantastic": 1215, "digits-mlp": 24,
            "demogen-nin-cifar10": 216, "demogen-resnet32-cifar10": 216, "demogen-resnet32-cifar100": 324,
-           "demogen-nin-mnist1d": 216, "digits-nin": 8}
+           "demogen-nin-mnist1d": 216, "digits-nin": 8, "fantastic-cnn-mnist1d": 243}
 
 
 @pytest.mark.parametrize("name,count", sorted(SHIPPED.items()))
