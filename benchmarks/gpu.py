@@ -69,7 +69,7 @@ zoo_data.DATASETS.setdefault("cifar-shaped", cifar_shaped_dataset)
 
 
 def overrides(size: Size) -> dict[str, Any]:
-    """The recipe's keys this run changes: the data, the width, the schedule and the slice's grid."""
+    """The recipe's keys this run changes: the data, the width and the schedule (the slice is `limit`)."""
     return {"dataset": {"name": "cifar-shaped", "n_train": size.n_train, "n_test": size.n_test},
             "arch.base_channels": size.base_channels, "train.epochs": size.epochs, "train.lr_milestones": []}
 

@@ -92,9 +92,8 @@ def test_norms_of_a_conv_net_match_hand_values(batchnorm):
 
 def dense(w: np.ndarray, stride: int, padding: int, length: int) -> np.ndarray:
     """The convolution as a matrix on the flattened [in, L] signal: its columns are the images of the basis signals."""
-    n_in = w.shape[1] * length
-    cols = [conv1d(np.eye(n_in)[i].reshape(w.shape[1], length), w, np.zeros(w.shape[0]), stride, padding).ravel()
-            for i in range(n_in)]
+    basis = np.eye(w.shape[1] * length)
+    cols = [conv1d(e.reshape(w.shape[1], length), w, np.zeros(w.shape[0]), stride, padding).ravel() for e in basis]
     return np.stack(cols, 1)
 
 
@@ -117,8 +116,8 @@ def test_margins_of_a_conv_net_match_hand_values(batchnorm):
     net.eval()
     layers = folded_layers(net)
     lengths, mats = [LENGTH], []
-    for (w, _), (k, s) in zip(layers, NIN_LAYERS + [(layers[-1][0].shape[2], 1)]):
-        pad = k // 2 if len(mats) < len(NIN_LAYERS) else 0
+    schedule = [(k, s, k // 2) for k, s in NIN_LAYERS] + [(layers[-1][0].shape[2], 1, 0)]  # the head: no padding
+    for (w, _), (k, s, pad) in zip(layers, schedule):
         mats.append(dense(w, s, pad, lengths[-1]))
         lengths.append((lengths[-1] + 2 * pad - k) // s + 1)
     biases = [np.repeat(b, n) for (_, b), n in zip(layers, lengths[1:])]
