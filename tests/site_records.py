@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from genbench.defaults import OFFICIAL_ZOOS
 from genbench.scoring.resample import percentile_interval, pooled_scores, resample_weights
 
 XSS_TITLE = '<script>window.__pwned = 1; document.title = "pwned"</script><img src=x onerror="window.__pwned = 2">'
@@ -19,7 +20,7 @@ SIGN_ERROR_NOTE = ("robust sign-error: none of the 96 environments reaches the e
 ADJ_REFUSAL = "too few models: 48 < 10 (p + 1) = 210 for p = 20 feature(s)"
 BASELINE_CITATION = "the gap predicted from the zoo's hyperparameters alone (one-hot, pairwise interactions)"
 N_BOOT, SEED, REPEATS = 200, 0, 10
-ZOO1, ZOO2 = "mnist1d-demogen", "mnist1d-fantastic"  # the official zoos: both enter the aggregate
+ZOO1, ZOO2 = OFFICIAL_ZOOS  # both enter the aggregate
 
 
 def zoo_block(name: str, version: int = 1) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from ..defaults import AGGREGATE_RULE
+from ..defaults import AGGREGATE_RULE, DEMOGEN_ZOO
 from ..record import Record, finite
 from ..scoring.spec import DEFAULT_SORT, score_label
 from .columns import BASELINE_NOTE, SHOWN, score_spec
@@ -301,7 +301,8 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
         aggregated=[z for z in zoos if any(z in row.ranks for row in rows)],
         rank_links={(z, r.name): links[(z, i)] for z, recs in zoos.items() for i, r in enumerate(recs) if r.ok},
         entry_of={k[1]: v for k, v in names.items()},
-        ablation=[ablation_view(k, df, f"ablation-{slug(k)}") for k, df in (ablation or {}).items()])
+        ablation=[ablation_view(k, df, f"ablation-{slug(k)}") for k, df in (ablation or {}).items()],
+        ablation_zoo=DEMOGEN_ZOO)
 
 
 # ---------------------------------------------------------------- the chart
