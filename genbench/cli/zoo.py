@@ -1,4 +1,4 @@
-"""`genbench zoo ...`: build, inspect, verify, download and publish model zoos."""
+"""`genbench zoo ...`: build, inspect, verify, download, publish and import model zoos."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -97,6 +97,28 @@ def zoo_verify(zoo: str = typer.Argument(..., help="zoo name or folder")) -> Non
     if problems:
         raise typer.Exit(1)
     console.print(f"zoo {z.name!r}: all {2 * len(z) + len(z.manifest['files'])} files match their sha256")
+
+
+import_app = typer.Typer(help="Import a zoo published elsewhere as an ordinary genbench zoo.", no_args_is_help=True)
+zoo_app.add_typer(import_app, name="import")
+
+
+@import_app.command("pgdl")
+def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder: model_configs.json, model_*/ "
+                                                              "(config.json, weights.hdf5, weights_init.hdf5), dataset_1/"),
+                    name: Optional[str] = typer.Option(None, help="zoo name (default: pgdl-<task folder name>)"),
+                    out: Optional[Path] = typer.Option(None, help="zoo folder (default: $GENBENCH_HOME/zoos/NAME)"),
+                    ) -> None:
+    """Import a task of the PGDL competition (NeurIPS 2020): its Keras models rebuilt in torch, their recorded
+    accuracies checked against genbench's recomputation, the task's data stored with the zoo."""
+    from ..zoo.importers.pgdl import import_pgdl
+
+    zoo = import_pgdl(task_dir, name=name, out=out)
+    t = zoo.table
+    worst = max((t[f"recomputed_{s}_acc"] - t[f"{s}_acc"]).abs().max(skipna=True) for s in ("train", "test"))
+    console.print(f"imported PGDL task {task_dir} as zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}; "
+                  f"recomputed accuracies match the recorded ones (largest difference {worst:.2g})", highlight=False)
+    print_info(zoo)
 
 
 @zoo_app.command("download")

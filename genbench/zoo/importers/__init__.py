@@ -1,0 +1,1 @@
+"""Zoos published elsewhere, imported as ordinary genbench zoos (`genbench zoo import KIND DIR`)."""
