@@ -479,3 +479,18 @@ def test_cli_prints_a_bad_task_as_one_line(task, tmp_path):
     lines = proc.stderr.strip().splitlines()  # configs are checked before the progress bar starts
     assert len(lines) == 1 and lines[0].startswith("error: ") and "'LSTM'" in lines[0], proc.stderr
     assert not (tmp_path / "z").exists()
+
+
+def test_tolerance_option_widens_the_accuracy_check_and_refuses_nonsense(task, tmp_path):
+    plant_wrong_record(task)
+    with pytest.raises(GenbenchError, match="by more than 0.001.*a larger --tolerance"):
+        import_pgdl(task, out=tmp_path / "strict", progress=False)
+    assert not (tmp_path / "strict").exists()
+    res = CliRunner().invoke(app, ["zoo", "import", "pgdl", str(task), "--out", str(tmp_path / "wide"),
+                                   "--tolerance", "0.9"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "wide" / "zoo.json").is_file()
+    res = CliRunner().invoke(app, ["zoo", "import", "pgdl", str(task), "--out", str(tmp_path / "bad"),
+                                   "--tolerance", "1.5"])
+    assert res.exit_code != 0 and "--tolerance must be in [0, 1)" in str(res.exception) + res.output
+    assert not (tmp_path / "bad").exists()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.table import Table
 
+from ..errors import GenbenchError
 from .app import console, zoo_app
 from .options import Address, Device, Executor, Private, Repo, overrides
 
@@ -108,12 +109,16 @@ def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder:
                                                               "(config.json, weights.hdf5, weights_init.hdf5), dataset_1/"),
                     name: Optional[str] = typer.Option(None, help="zoo name (default: pgdl-<task folder name>)"),
                     out: Optional[Path] = typer.Option(None, help="zoo folder (default: $GENBENCH_HOME/zoos/NAME)"),
+                    tolerance: float = typer.Option(1e-3, "--tolerance", help="largest difference allowed between a "
+                                                    "recomputed and a recorded accuracy"),
                     ) -> None:
     """Import a task of the PGDL competition (NeurIPS 2020): its Keras models rebuilt in torch, their recorded
     accuracies checked against genbench's recomputation, the task's data stored with the zoo."""
     from ..zoo.importers.pgdl import import_pgdl
 
-    zoo = import_pgdl(task_dir, name=name, out=out)
+    if not 0 <= tolerance < 1:
+        raise GenbenchError(f"--tolerance must be in [0, 1), got {tolerance}")
+    zoo = import_pgdl(task_dir, name=name, out=out, tolerance=tolerance)
     t = zoo.table
     worst = max((t[f"recomputed_{s}_acc"] - t[f"{s}_acc"]).abs().max(skipna=True) for s in ("train", "test"))
     console.print(f"imported PGDL task {task_dir} as zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}; "

@@ -294,7 +294,7 @@ def _check_accuracies(rows: list[dict[str, Any]], tolerance: float, has_test: bo
     if off:
         raise GenbenchError(f"{len(off)} recomputed accuracies differ from the task's recorded ones by more than "
                             f"{tolerance}: {'; '.join(off[:5])}{' ...' if len(off) > 5 else ''}; genbench does not "
-                            "reproduce these models (report it with the task's name), or pass a larger tolerance")
+                            "reproduce these models (report it with the task's name), or pass a larger --tolerance")
 
 
 def _manifest(name: str, task_dir: Path, grid: dict[str, list[Any]], pool: Pool, has_test: bool,
