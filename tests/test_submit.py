@@ -232,6 +232,34 @@ def test_example_submissions_score_on_the_digits_zoo(tmp_path, digits_zoo, examp
     assert all(math.isfinite(v) for v in rec["values"]["value"])
 
 
+def test_weightwatcher_example_reads_a_1d_convolution_as_a_2d_kernel_of_height_1(monkeypatch):
+    """weightwatcher 0.7 fits no Conv1d layer; the example hands it each (out, in, k) kernel as (out, in, 1, k)."""
+    pytest.importorskip("weightwatcher")
+    import importlib.util
+
+    import torch
+
+    import genbench as gb
+
+    monkeypatch.setattr(gb, "register_measure", lambda *a, **k: (lambda f: f))  # keep the registry as it is
+    spec = importlib.util.spec_from_file_location("ww_example", REPO / "submissions" / "weightwatcher_alpha" /
+                                                  "measure.py")
+    ww = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ww)
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv1d(16, 24, 3), torch.nn.ReLU(), torch.nn.Conv1d(24, 24, 1),
+                               torch.nn.Flatten(), torch.nn.Linear(24, 10))
+    view = ww.as_conv2d(conv)
+    kernels = [m for m in view.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [tuple(k.weight.shape) for k in kernels] == [(24, 16, 1, 3), (24, 24, 1, 1)]
+    assert torch.equal(kernels[0].weight[:, :, 0, :], conv[0].weight)
+    assert ww.layer_alphas(conv).size == 3  # both convolutions and the head
+    monkeypatch.setattr(ww, "as_conv2d", lambda model: model)  # the model as it is: only the head is fitted
+    assert ww.layer_alphas(conv).size == 1
+    mlp = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10))
+    assert ww.as_conv2d(mlp) is mlp  # an MLP's alphas are what they were before 1-D convolutions were read
+
+
 # ---------------------------------------------------------------- every way to fail, and the parent survives
 
 
