@@ -44,13 +44,15 @@ _RESERVED = ("train_size", "label_noise")  # hp.* columns genbench itself writes
 
 @dataclass(frozen=True)
 class TaskModel:
-    """One model of a task: its id (the folder name), folder, hyperparameters and recorded metrics."""
+    """One model of a task: its id (the folder name), folder, hyperparameters, recorded metrics and the possible
+    values its entry lists per hyperparameter."""
 
     model_id: str
     folder: Path
     hparams: dict[str, Any]
     train_acc: float
     test_acc: float
+    possible: dict[str, list[Any]]
 
 
 def default_name(task_dir: Path) -> str:
@@ -104,13 +106,15 @@ def read_task(task_dir: Path) -> list[TaskModel]:
         metrics = entry["metrics"]
         accs = [_accuracy(metrics.get(k), f"{where}, metrics.{k}") for k in ("train_acc", "test_acc")]
         hp = {h: (v.get("current_value") if isinstance(v, dict) else v) for h, v in entry["hparams"].items()}
+        possible = {h: v["possible_values"] for h, v in entry["hparams"].items()
+                    if isinstance(v, dict) and isinstance(v.get("possible_values"), list)}
         folder = task_dir / model_id
         for rel in ("config.json", "weights.hdf5", "weights_init.hdf5"):
             if not (folder / rel).is_file():
                 raise GenbenchError(f"PGDL task {task_dir}: model {model_id!r} has no {rel} (expected {folder / rel}); "
                                     "copy the complete task folder, or remove the model's entry from "
                                     f"{CONFIGS}")
-        models.append(TaskModel(model_id, folder, hp, *accs))
+        models.append(TaskModel(model_id, folder, hp, *accs, possible))
     strays = sorted(p.name for p in task_dir.iterdir() if p.is_dir() and p.name.startswith("model_")
                     and p.name not in seen)
     if strays:
@@ -130,11 +134,9 @@ def grid_of(models: list[TaskModel], configs_path: Path) -> dict[str, list[Any]]
     if clash:
         raise GenbenchError(f"{configs_path}: hyperparameter(s) {clash} clash with the columns genbench writes for "
                             "every zoo (hp.train_size, hp.label_noise); rename them")
-    possible = json.loads(configs_path.read_text())
     grid = {}
     for n in names:
-        order = next((v.get("possible_values") for v in (e["hparams"].get(n) for e in possible.values())
-                      if isinstance(v, dict) and isinstance(v.get("possible_values"), list)), None) or []
+        order = next((m.possible[n] for m in models if n in m.possible), [])
         values = list(dict.fromkeys(m.hparams[n] for m in models))
         grid[n] = sorted(values, key=lambda v: order.index(v) if v in order else len(order))
     return grid
