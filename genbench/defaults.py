@@ -21,4 +21,6 @@ AGGREGATE_RULE = ("mean of the per-zoo ranks (1 = best, by the sort column) over
                   "is a reference, not ranked: its place on a zoo is the number of measures ranked above it plus 0.5")
 HUB_ORG = "genbench"              # canonical zoos live on the Hub as HUB_ORG/NAME, tagged by table hash (zoo/hub.py)
 CHECK_ZOO = "digits-mlp"          # the tiny zoo the conformance suite runs on (built when missing)
+EXTERNAL_PREFIX = "external-"     # the zoo name of a value table from elsewhere (`genbench score --values`): never
+#                                   verified, never ranked officially, listed apart in every view
 SHIPPED_RESULTS = Path("leaderboard") / "results"  # a checkout's verified records (paths.shipped_results_dir)

@@ -66,6 +66,8 @@ def zoo_block(zoo: Zoo) -> dict[str, Any]:
             "revision": getattr(zoo, "revision", None)}
     if getattr(zoo, "repo_id", None):  # a Hub zoo: where `genbench verify` downloads it again
         info["repo"] = zoo.repo_id
+    if zoo.manifest.get("external"):  # a value table from elsewhere: its file, hash, target and columns
+        info["external"] = zoo.manifest["external"]
     if not zoo.complete:
         info.update(complete=False, models=len(zoo), expected_models=zoo.expected_models)
     return info
@@ -130,6 +132,17 @@ def baseline_record(name: str, citation: str, zoo: Zoo, *, scores: dict[str, Any
            "higher_means": None, "builtin": True, "baseline": True, "submission": None, "zoo": zoo_block(zoo)}
     ok = scores is not None
     return _outcome(rec, ok=ok, failure=None if ok else failure, scores=scores, values=values, prov=prov)
+
+
+def external_record(name: str, zoo: Zoo, *, column: str, higher_means: str | None, scores: dict[str, Any],
+                    values: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:
+    """The record of a measure column of a value table from elsewhere, scored as a measure is: marked external (its
+    values were computed by others, so it is never verified and never ranked officially)."""
+    rec = {"schema": SCHEMA, "name": name, "measure": column, "kind": "scalar",
+           "citation": f"column {column!r} of {zoo.manifest['external']['file']}",
+           "higher_means": higher_means, "builtin": False, "external": True, "submission": None,
+           "zoo": zoo_block(zoo)}
+    return _outcome(rec, ok=True, failure=None, scores=scores, values=values, prov=prov)
 
 
 def declare_measure(rec: dict[str, Any], *, kind: str, citation: str | None, higher_means: str | None,
@@ -303,6 +316,12 @@ class Record(Mapping[str, Any]):
         commit for a zoo downloaded from the Hub, else the zoo's name (a local build)."""
         repo = self.zoo_repo
         return (f"hf://{repo}", self.zoo_revision) if isinstance(repo, str) and repo else (self.zoo_name, None)
+
+    @property
+    def external(self) -> bool:
+        """Whether the record scores a value table from elsewhere (`genbench score --values`): never verified, never
+        ranked officially."""
+        return self.data.get("external") is True or bool(self.zoo.get("external"))
 
     @property
     def zoo_complete(self) -> bool:

@@ -11,7 +11,7 @@ from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scores
 from .app import app, console
-from .options import Address, BudgetS, Device, Executor, NBoot, Zoo, check_limits
+from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
 
 
 @app.command("evaluate")
@@ -48,16 +48,46 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
 
 
 @app.command("score")
-def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all evaluated)"),
-              zoo: Zoo = ...,
-              target: str = typer.Option("gap", help="gap or test_acc"),
+def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all "
+                                                             "evaluated); with --values and no --zoo: measure columns"),
+              zoo: Optional[str] = typer.Option(None, "--zoo", help="zoo name or folder (leave out to score a value "
+                                                "table from elsewhere given by --values)"),
+              target: str = typer.Option("gap", help="gap or test_acc; for a table from elsewhere, the column to "
+                                         "predict"),
               table: Optional[str] = typer.Option(None, help="'demogen': the DEMOGEN ablation tables 1 and 4"),
               n_boot: NBoot = N_BOOT,
-              values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet)"),
+              values: Optional[Path] = typer.Option(None, help="value table (default: $GENBENCH_HOME/values/ZOO.parquet);"
+                                                    " without --zoo: a CSV or parquet table from elsewhere, one row "
+                                                    "per model"),
               allow_partial: bool = typer.Option(False, "--allow-partial", help="score a partial zoo (not every "
                                                  "model of its recipe built): the scores describe those models only"),
+              hparams: Optional[list[str]] = typer.Option(None, "--hparams", help="table from elsewhere: its "
+                                                          "hyperparameter columns, globs allowed (default: 'hp.*')"),
+              id_column: Optional[str] = typer.Option(None, "--id", help="table from elsewhere: the model id column "
+                                                      "(default: the row number)"),
+              name: Optional[str] = typer.Option(None, "--name", help="table from elsewhere: the name its records "
+                                                 "are filed under (default: external-<file name>)"),
+              test_size: int = typer.Option(10_000, "--test-size", help="table from elsewhere: test examples behind "
+                                            "each target value (the robust sign-error's noise filter)"),
+              higher_means: Optional[list[str]] = typer.Option(None, "--higher-means", help="table from elsewhere: "
+                                                               "COLUMN=larger_gap|smaller_gap, a measure's claimed "
+                                                               "direction (globs allowed; repeat)"),
+              results: ResultsOut = None,
               ) -> None:
-    """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals."""
+    """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals. Without
+    --zoo, `--values FILE` scores a table of values computed elsewhere and files its records, marked external."""
+    if zoo is None:
+        if values is None:
+            raise GenbenchError("name the zoo (--zoo NAME), or give a table of values from elsewhere with "
+                                "--values FILE (CSV or parquet, one row per model)")
+        if table is not None or allow_partial:
+            raise GenbenchError("--table and --allow-partial apply to a zoo; a table from elsewhere takes --values "
+                                "with its columns")
+        check_limits(counts={"--n-boot": n_boot, "--test-size": test_size})
+        _score_external(list(measures or []), values, target=target, hparams=hparams, id_column=id_column,
+                        name=name, test_size=test_size, higher_means=higher_means or [], n_boot=n_boot,
+                        results=results)
+        return
     from ..harness.values import values_for
     from ..scoring import score
     from ..scoring.demogen import MEASURES
@@ -65,6 +95,10 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
 
     if table not in (None, "demogen"):
         raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
+    external = [f for f, v in (("--hparams", hparams), ("--id", id_column), ("--name", name),
+                                ("--higher-means", higher_means), ("--results", results)) if v]
+    if external:
+        raise GenbenchError(f"{', '.join(external)} apply to a table from elsewhere (--values FILE without --zoo)")
     check_limits(counts={"--n-boot": n_boot})
     z = load_zoo(zoo)
     z.require_complete(allow_partial=allow_partial)  # before any value is computed
@@ -77,6 +111,46 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
         print_demogen_tables(console, scores, z.name)
     else:
         print_scores(console, scores, z.name, target)
+
+
+def _score_external(measures: list[str], path: Path, *, target: str, hparams: Optional[list[str]],
+                    id_column: Optional[str], name: Optional[str], test_size: int, higher_means: list[str],
+                    n_boot: int, results: Optional[Path]) -> None:
+    """Score a value table from elsewhere, file its records (marked external) and show them ranked."""
+    import shlex
+    import sys
+
+    from ..entries.external import score_value_table
+    from ..leaderboard.export import leaderboard_table, view_notes
+    from ..leaderboard.standings import rank_records
+    from ..leaderboard.terminal import print_leaderboard
+    from ..paths import results_dir
+    from ..record import Record, write_record
+    from ..zoo.importers.value_table import read_value_table
+
+    pairs = {}
+    for pair in higher_means:
+        if "=" not in pair:
+            raise GenbenchError(f"--higher-means takes COLUMN=larger_gap or COLUMN=smaller_gap, got {pair!r}")
+        column, direction = pair.split("=", 1)
+        pairs[column.strip()] = direction.strip()
+    vt = read_value_table(path, measures=measures, target=target, hparams=hparams, id_column=id_column, name=name,
+                          test_size=test_size, higher_means=pairs)
+    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    say(f"{path}: {len(vt.zoo)} models, {len(vt.measures)} measure column(s), target {target!r}, hyperparameters "
+        f"{[a for a in vt.zoo.hparams if a != 'seed']} ({len(vt.zoo.hparams['seed'])} seed(s) at most per point)")
+    for note in vt.notes:
+        say(f"note: {note}")
+    command = "genbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    records = [Record(r) for r in score_value_table(vt, n_boot=n_boot, command=command)]
+    for r in records:
+        write_record(r, results)
+    ranked = rank_records(records, "kfold_r2")
+    print_leaderboard(console, leaderboard_table(records, "kfold_r2", ranked=ranked), ranked, "kfold_r2",
+                      view_notes(ranked, "kfold_r2", records=records))
+    folder = results if results is not None else results_dir()
+    say(f"{len(records)} records written to {folder / vt.zoo.name} (external values: never verified, never ranked "
+        "officially; `genbench leaderboard` lists them apart)")
 
 
 @app.command("audit")

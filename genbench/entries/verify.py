@@ -46,6 +46,10 @@ class Verification:
 TIMING = ("provenance.seconds", "provenance.date", "provenance.git_commit", "provenance.rescored")
 
 
+EXTERNAL_PROBLEM = ("it scores a value table from elsewhere (external values): genbench has no checkpoints to "
+                    "compute them again, so it is never verified and never shipped")
+
+
 def is_submission(rec: Record) -> bool:
     """Whether a record is a submission's (its code came from outside genbench): it says so by a submission block,
     or by not being built in."""
@@ -166,6 +170,9 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     The zoo is the one the record cites by its table hash (`cited_zoo`; `zoo` names a copy of it)."""
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
+    if rec.external:
+        v.problems.append(EXTERNAL_PROBLEM)
+        return v
     if rec.data.get("baseline") is True:
         return _verify_baseline(rec, v, device=device, zoo=zoo)
     if not scores_only and (why := audit_zoo_problem(rec)):
@@ -282,6 +289,8 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
     dest = record_path(rec, to)
     if dest.resolve().parent.parent != to.resolve():
         v.problems.append(f"its entry name {rec.name!r} or zoo name {rec.zoo_name!r} is not a plain file name")
+    elif rec.external:
+        v.problems.append(EXTERNAL_PROBLEM)
     elif not rec.ok:
         v.problems.append("a failed record is not added (the shipped folder holds verified scores only): "
                           + (rec.failure or "no reason recorded"))

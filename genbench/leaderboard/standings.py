@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..defaults import CHECK_ZOO, OFFICIAL_ZOOS
+from ..defaults import CHECK_ZOO, EXTERNAL_PREFIX, OFFICIAL_ZOOS
 from ..errors import GenbenchError
 from ..record import Record
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
@@ -50,16 +50,21 @@ def rank_records(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT)
 
 def zoo_order(zoo: str) -> tuple[int, int, str]:
     """Where a zoo's table goes in every view: the official zoos first (in OFFICIAL_ZOOS' order), then other zoos
-    by name, the test zoo (CHECK_ZOO) last."""
+    by name, then value tables from elsewhere, the test zoo (CHECK_ZOO) last."""
     if zoo in OFFICIAL_ZOOS:
         return 0, OFFICIAL_ZOOS.index(zoo), zoo
-    return (2 if zoo == CHECK_ZOO else 1), 0, zoo
+    return (3 if zoo == CHECK_ZOO else 2 if zoo.startswith(EXTERNAL_PREFIX) else 1), 0, zoo
+
+
+EXTERNAL_LABEL = "external values: computed elsewhere, never verified, never ranked officially"
 
 
 def zoo_label(zoo: str) -> str:
     """How every view labels a zoo that is not official ('' for an official one)."""
     if zoo in OFFICIAL_ZOOS:
         return ""
+    if zoo.startswith(EXTERNAL_PREFIX):
+        return EXTERNAL_LABEL
     return "test zoo" if zoo == CHECK_ZOO else "not an official zoo"
 
 
