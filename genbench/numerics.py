@@ -7,8 +7,9 @@ the same 24 models differ in every checkpoint (benchmarks/reproducibility.py). P
 the CPU's own choice irrelevant; builds, records and their verification also run with a fixed thread count
 (build_threads, pinned_threads). The variables only take effect before torch runs its first operation, so genbench
 sets them when it is imported; a value the user set wins, and GENBENCH_NATIVE_NUMERICS=1 keeps the machine's
-defaults. At the same moment, on request, it sets OpenMP's passive wait policy (share_cores_when_waiting), which
-changes no sum but keeps waiting threads off cores that another process needs."""
+defaults. At the same moment it sets OpenMP's passive wait policy when other processes hold the cores it needs, or
+on request (share_cores_when_waiting), which changes no sum but keeps waiting threads off cores another process
+needs."""
 from __future__ import annotations
 
 import os
@@ -57,7 +58,7 @@ def pinned_threads() -> Iterator[None]:
 
 def pin_cpu_numerics() -> None:
     """Set the PINNED variables the user has not set (nothing with GENBENCH_NATIVE_NUMERICS=1), and OpenMP's
-    passive wait policy when asked (share_cores_when_waiting)."""
+    passive wait policy on a busy machine or when asked (share_cores_when_waiting)."""
     share_cores_when_waiting()
     if os.environ.get("GENBENCH_NATIVE_NUMERICS"):
         return
@@ -65,14 +66,56 @@ def pin_cpu_numerics() -> None:
         os.environ.setdefault(k, v)
 
 
-def share_cores_when_waiting() -> None:
-    """With GENBENCH_OMP_WAIT_POLICY=passive (and no OMP_WAIT_POLICY of the user's): OMP_WAIT_POLICY=PASSIVE, so
-    torch's OpenMP threads that wait at a barrier sleep instead of spinning. Beside another busy torch job a build
-    + evaluate ran 1.3x slower than idle instead of 7.3x (benchmarks/contention.py), but on an idle machine the
-    margin and sharpness measures ran 2.1x slower (a sleeping thread wakes late for their many small parallel
-    loops), so it is a choice for shared machines, not the default. The sums, and so the bits, are the same."""
-    if os.environ.get("GENBENCH_OMP_WAIT_POLICY", "").lower() == "passive":
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+WAIT_POLICIES = ("auto", "passive", "active")  # GENBENCH_OMP_WAIT_POLICY: what share_cores_when_waiting does
+
+
+def others_running(*, samples: int = 9, spacing_s: float = 0.002, stat: str = "/proc/stat") -> int | None:
+    """How many threads other than this one are running or ready to run, the median of `samples` reads of Linux's
+    procs_running (an instant count, so one read can catch a short-lived process); None where it cannot be read."""
+    import statistics
+    import time
+
+    counts = []
+    for i in range(samples):
+        try:
+            with open(stat) as f:
+                line = next((ln for ln in f if ln.startswith("procs_running ")), None)
+        except OSError:
+            return None
+        if line is None:
+            return None
+        counts.append(int(line.split()[1]) - 1)  # this thread, reading, is one of them
+        if i + 1 < samples:
+            time.sleep(spacing_s)
+    return int(statistics.median(counts))
+
+
+def cores_taken(others: int | None) -> bool:
+    """Whether the other running threads leave this process fewer free cores than the threads it computes with."""
+    if others is None:
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores - others < build_threads()
+
+
+def share_cores_when_waiting(others: Any = others_running) -> None:
+    """Set OpenMP's passive wait policy (OMP_WAIT_POLICY=PASSIVE: torch's OpenMP threads that wait at a barrier
+    sleep instead of spinning) when GENBENCH_OMP_WAIT_POLICY says so: `passive` always, `active` never (OpenMP's own
+    default), `auto` (the default) when, at import, other running threads leave fewer free cores than genbench's
+    threads (`others`: how it counts them). Beside another busy torch job a build + evaluate ran 1.3x slower than
+    idle under PASSIVE instead of 7.3x (benchmarks/contention.py), but on an idle machine PASSIVE made the margin
+    and sharpness measures 2.1x slower (a sleeping thread wakes late for their many small parallel loops): hence the
+    choice at start. The sums, and so the bits, are the same under both. A policy of the user's own wins."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        return
+    choice = os.environ.get("GENBENCH_OMP_WAIT_POLICY", "auto").strip().lower() or "auto"
+    if choice not in WAIT_POLICIES:
+        import warnings
+        warnings.warn(f"GENBENCH_OMP_WAIT_POLICY={choice!r} is not one of {WAIT_POLICIES}; using 'auto'",
+                      stacklevel=2)
+        choice = "auto"
+    if choice == "passive" or (choice == "auto" and cores_taken(others())):
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 def cpu_numerics() -> dict[str, Any]:

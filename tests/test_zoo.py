@@ -140,7 +140,8 @@ def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, m
     assert changed.table_sha256 != resumed.table_sha256
 
 
-@pytest.mark.parametrize("env,expect", [({}, None), ({"GENBENCH_OMP_WAIT_POLICY": "passive"}, "PASSIVE"),
+@pytest.mark.parametrize("env,expect", [({"GENBENCH_OMP_WAIT_POLICY": "active"}, None),
+                                        ({"GENBENCH_OMP_WAIT_POLICY": "passive"}, "PASSIVE"),
                                         ({"GENBENCH_OMP_WAIT_POLICY": "passive", "OMP_WAIT_POLICY": "ACTIVE"},
                                          "ACTIVE")])
 def test_genbench_lets_waiting_openmp_threads_sleep_when_asked(env, expect):
@@ -155,6 +156,49 @@ def test_genbench_lets_waiting_openmp_threads_sleep_when_asked(env, expect):
     code = "import os, genbench; print(os.environ.get('OMP_WAIT_POLICY'))"
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(expect)
+
+
+@pytest.mark.parametrize("choice,others,user,expect", [
+    ("auto", "all", None, "PASSIVE"), ("auto", 0, None, None), ("auto", None, None, None),
+    (None, "all", None, "PASSIVE"), ("active", "all", None, None), ("passive", 0, None, "PASSIVE"),
+    ("auto", "all", "ACTIVE", "ACTIVE"), ("sleepy", "all", None, "PASSIVE")])
+def test_auto_wait_policy_sleeps_only_when_other_processes_hold_the_cores(monkeypatch, choice, others, user, expect):
+    """`auto` (the default) sets OMP_WAIT_POLICY=PASSIVE when the threads running beside genbench at import leave it
+    fewer free cores than it computes with, and leaves OpenMP's own default on an idle machine (where passive is
+    2.1x slower); a policy of the user's wins; an unknown choice warns and acts as auto."""
+    import os
+    import warnings
+
+    from genbench import numerics
+
+    cores = len(os.sched_getaffinity(0))
+    count = cores if others == "all" else others
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    if user:
+        monkeypatch.setenv("OMP_WAIT_POLICY", user)
+    if choice is None:
+        monkeypatch.delenv("GENBENCH_OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("GENBENCH_OMP_WAIT_POLICY", choice)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        numerics.share_cores_when_waiting(lambda: count)
+    assert os.environ.get("OMP_WAIT_POLICY") == expect
+    assert bool(said) == (choice == "sleepy") and (not said or "not one of" in str(said[0].message))
+
+
+def test_others_running_reads_procs_running(tmp_path):
+    """The count of other runnable threads is procs_running minus the reader itself, the median of the reads; an
+    unreadable or foreign stat file gives None (then auto keeps OpenMP's default)."""
+    from genbench.numerics import cores_taken, others_running
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 2 3 4\nprocs_running 3\nprocs_blocked 0\n")
+    assert others_running(stat=str(stat), samples=3, spacing_s=0) == 2
+    stat.write_text("cpu  1 2 3 4\n")
+    assert others_running(stat=str(stat), samples=3, spacing_s=0) is None
+    assert others_running(stat=str(tmp_path / "none")) is None
+    assert cores_taken(None) is False and cores_taken(10_000) is True and cores_taken(0) is False
 
 
 def test_builds_run_under_pinned_numerics_and_a_resume_refuses_other_settings(tmp_path, monkeypatch):
