@@ -276,14 +276,18 @@ def partial_note(record: Mapping[str, Any]) -> str:
     return f"unranked: partial zoo ({counts})"
 
 
-def empty_scores(recs: Iterable[Record], keys: Iterable[str]) -> dict[str, str]:
+def empty_scores(recs: Iterable[Record], keys: Iterable[str]) -> dict[str, str | None]:
     """The scores among `keys` that no ok record of one zoo has a value for (their columns are not shown on it),
     each with why: the records' note on the score's family (e.g. 'robust sign-error: ...') or naming it (e.g. 'grid
-    scores (Psi, CMI) skipped: ...'), else a refusal, else '' (the records do not say)."""
+    scores (Psi, CMI) skipped: ...'), else a refusal, else '' (the records do not say); None for a score computed on
+    some zoos only (`only_on`), whose absence needs no note."""
     ok = [r for r in recs if r.ok]
-    out: dict[str, str] = {}
+    out: dict[str, str | None] = {}
     for k in keys:
         if not ok or any(r.score(k) is not None for r in ok):
+            continue
+        if score_spec(k).only_on:  # a score of some zoos only (the PGDL score): hidden elsewhere, without a note
+            out[k] = None
             continue
         note = next((n for r in ok if (n := r.note_on(score_family(k)))), None) or next(
             (str(n) for r in ok for n in r.notes if re.search(rf"\b{re.escape(score_spec(k).ascii)}\b", str(n))), None)
@@ -292,12 +296,13 @@ def empty_scores(recs: Iterable[Record], keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def hidden_lines(hidden: Mapping[str, str], *, shown: bool = True) -> list[str]:
+def hidden_lines(hidden: Mapping[str, str | None], *, shown: bool = True) -> list[str]:
     """One line per reason: which score columns a table does not show (`shown`; else: which are empty, by their
     keys, as in csv and json), and why."""
     by_reason: dict[str, list[str]] = {}
     for k, why in hidden.items():
-        by_reason.setdefault(why, []).append(score_label(k) if shown else k)
+        if why is not None:
+            by_reason.setdefault(why, []).append(score_label(k) if shown else k)
     what = "not shown" if shown else "empty"
     return [f"{what} ({', '.join(cols)}): no entry has a value on this zoo" + (f"; {why}" if why else "")
             for why, cols in by_reason.items()]

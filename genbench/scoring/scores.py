@@ -390,6 +390,8 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
                       n_test=int(zoo.manifest.get("test_size", 10_000)), weights=weights[:, ok],
                       higher_means=higher_means, dropped=int((~ok).sum()), unconverged=unconverged_count(zoo, ids),
                       k=k, repeats=repeats, estimator=estimator, recipe=plan)
+    if (zoo.manifest.get("imported") or {}).get("kind") == "pgdl":
+        _add_pgdl_score(s)
     if s.heldout is not None:
         full = np.full((s.heldout.shape[0], len(ok)), np.nan)
         full[:, ok] = s.heldout
@@ -397,6 +399,18 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
     s.kfold = {"k": k, "repeats": repeats, "seeds": list(range(repeats))}
     s.bootstrap = {"seed": seed, "n_boot": len(weights), "table_sha256": zoo.table_sha256}
     return s
+
+
+def _add_pgdl_score(s: MeasureScores) -> None:
+    """On an imported PGDL task: the competition's score as its organisers printed it, 100 x CMI (PGDL)."""
+    if "cmi_pgdl" in s.refused:
+        s.refused["pgdl_score"] = s.refused["cmi_pgdl"]
+    elif np.isfinite(s.values.get("cmi_pgdl", np.nan)):
+        s.values["pgdl_score"] = 100.0 * s.values["cmi_pgdl"]
+        if "cmi_pgdl" in s.intervals:
+            s.intervals["pgdl_score"] = tuple(100.0 * v for v in s.intervals["cmi_pgdl"])
+        if "cmi_pgdl" in s.samples:
+            s.samples["pgdl_score"] = 100.0 * np.asarray(s.samples["cmi_pgdl"])
 
 
 def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, weights: np.ndarray, *, k: int = K_FOLDS,

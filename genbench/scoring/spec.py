@@ -26,6 +26,7 @@ class Score:
     interval: bool = False        # shown with its 95% interval beside it
     headline: bool = False        # in a submission's summary (`genbench submit`)
     digits: int = 2               # decimals in the terminal's tables (a difference of R^2 needs three)
+    only_on: str = ""             # the zoos it is computed on, when not every zoo (its empty column is not noted)
 
 
 # THE list of scores, in display order; records, rankings, tables and the page all read it.
@@ -55,6 +56,10 @@ SCORES: tuple[Score, ...] = (
           statistic="rank.conditional_mi", shown=True),
     Score("cmi_pgdl", "CMI (PGDL)", "CMI (PGDL)", "CMI (PGDL)",
           "conditional mutual information as the PGDL competition computed it", statistic="rank.pgdl_cmi"),
+    Score("pgdl_score", "PGDL score (100 x CMI (PGDL), the competition's units)", "PGDL score", "PGDL score",
+          "the PGDL competition's score as its organisers printed it: 100 x the conditional mutual information its "
+          "scorer computed (CMI (PGDL)); on imported PGDL tasks only", statistic="rank.pgdl_cmi", shown=True,
+          only_on="PGDL tasks"),
     Score("sign_error_worst", "sign-error (worst)", "sign-error (worst)", "sign-err worst",
           "robust sign-error: worst case over environments (lower is better)", lower_is_better=True,
           statistic="rank.robust_sign_error", shown=True),
