@@ -109,9 +109,9 @@ def builtin_scalars() -> list[str]:
 
 
 def baselines_source_hash() -> str:
-    """sha256 of the module that defines the baselines (a record cites it, as a measure's record cites its own)."""
-    from ..scoring import baselines
-    return hashlib.sha256(inspect.getsource(baselines).encode()).hexdigest()
+    """sha256 of the modules that define the baselines (a record cites it, as a measure's record cites its own)."""
+    from ..scoring import baselines, weight_stats
+    return hashlib.sha256("".join(inspect.getsource(m) for m in (baselines, weight_stats)).encode()).hexdigest()
 
 
 @pinned_threads()

@@ -20,6 +20,7 @@ from .recipe import hparam_design, recipe_estimator, ridge
 from .regression import K_FOLDS, REPEATS
 from .scores import Scores, score_columns, sorted_values, zoo_resamples
 from .spec import MeasureScores
+from .weight_stats import weight_features, weight_stats_estimator
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ BASELINES = (
     Baseline("baseline.all_measures", "ridge regression on every built-in scalar measure (log of the positive "
                                       "ones, standardised, a missing value replaced by the training folds' median), "
                                       "penalty chosen inside each training fold"),
+    Baseline("baseline.weight_stats", "the gap predicted from statistics of each layer's final weights and biases "
+                                      "(mean, variance, 0/25/50/75/100% quantiles; Unterthiner et al. 2020), ridge "
+                                      "or gradient-boosted trees chosen inside each training fold"),
     Baseline("baseline.train_loss", "the final training loss from the zoo table, scored as a scalar measure"),
     Baseline("baseline.train_acc", "the final training accuracy from the zoo table, scored as a scalar measure"),
 )
@@ -106,6 +110,13 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
             else:
                 x = measure_design(v, names)
                 add("baseline.all_measures", x, ridge(SimpleImputer(strategy="median"), StandardScaler()))
+    if "baseline.weight_stats" in wanted:
+        if not zoo.manifest.get("files"):
+            notes.append(f"no baseline.weight_stats: {zoo.name!r} has no checkpoints to read weights from")
+        else:
+            x, how = weight_features(zoo, ids)
+            add("baseline.weight_stats", x, weight_stats_estimator())
+            items["baseline.weight_stats"].notes.append(f"weight statistics {how}")
     for name, (column, higher_means) in _TABLE_COLUMNS.items():
         if name in wanted:
             col = zoo.table.set_index("model_id").loc[ids, column].to_numpy(dtype=float)[:, None]
