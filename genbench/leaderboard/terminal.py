@@ -171,7 +171,8 @@ def entry_cell(row: pd.Series | dict) -> str:
         (AGAINST_MARK if row.get("claim") == AGAINST else "")
 
 
-SCORE_VIEW = ("kfold_r2", "delta_r2", "tau", "adj_r2", "psi", "cmi", "sign_error_worst", "sign_error_mean")
+SCORE_VIEW = ("kfold_r2", "delta_r2", "tau", "adj_r2", "psi", "cmi", "pgdl_score", "sign_error_worst",
+              "sign_error_mean")
 """The columns of `genbench score`, most wanted first: a narrow terminal drops them from the end."""
 
 
