@@ -126,6 +126,33 @@ def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder:
     print_info(zoo)
 
 
+@import_app.command("small-cnn-zoo")
+def zoo_import_small_cnn_zoo(folder: Path = typer.Argument(..., help="a dataset folder of the Small CNN Zoo: "
+                                                           "weights.npy, metrics.csv.gz, layout.csv"),
+                             dataset: Optional[str] = typer.Option(None, help="cifar10, svhn, mnist or fashion_mnist "
+                                                                   "(default: the config.dataset column)"),
+                             limit: Optional[int] = typer.Option(None, help="import the first N runs only"),
+                             step: int = typer.Option(86, help="the checkpoint to import (the run's step-0 "
+                                                      "checkpoint is its init)"),
+                             name: Optional[str] = typer.Option(None, help="zoo name (default: "
+                                                                "small-cnn-zoo-<dataset>)"),
+                             out: Optional[Path] = typer.Option(None, help="zoo folder (default: "
+                                                                "$GENBENCH_HOME/zoos/NAME)"),
+                             ) -> None:
+    """Import the Small CNN Zoo (Unterthiner et al. 2020): one model per run, its final and step-0 checkpoints rebuilt
+    in torch, hyperparameters and recorded accuracies from metrics.csv.gz; no training data (weight-only measures)."""
+    from ..zoo.importers.small_cnn_zoo import import_small_cnn_zoo
+
+    zoo = import_small_cnn_zoo(folder, dataset=dataset, limit=limit, step=step, name=name, out=out)
+    skipped = zoo.manifest["imported"]["skipped"]
+    console.print(f"imported the Small CNN Zoo at {folder} as zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}"
+                  + ("; skipped: " + ", ".join(f"{v} ({k})" for k, v in skipped.items()) if skipped else ""),
+                  highlight=False)
+    console.print("no training data: measures that need it are refused on this zoo; weight-only measures run",
+                  style="yellow", highlight=False)
+    print_info(zoo)
+
+
 @zoo_app.command("download")
 def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME (or hf://ORG/NAME)"),
                  revision: Optional[str] = typer.Option(None, help="branch, tag or commit SHA (default: main)"),

@@ -67,13 +67,19 @@ def _load(zoo: Zoo, model_id: str, *, device: str = "cpu", alpha: float | None =
     what = f"load model {model_id!r}"
     try:
         model = zoo.load_model(model_id, device=device)
-        train = zoo.training_set(model_id)
+        train = zoo.training_set(model_id) if zoo.has_training_data else None
         if alpha is not None:
             what = f"rescale model {model_id!r} by {alpha:g} around a ReLU"
             model = rescale_relu_pair(model, alpha)
     except Exception as e:
         return None, None, f"could not {what}: {e}"
     return model, train, None
+
+
+def no_training_data(m: Measure, zoo: Zoo) -> str:
+    """Why a measure that reads the training data does not run on a zoo without it (one line)."""
+    why = zoo.manifest["dataset"].get("why", "its source does not record it")
+    return f"{m.name} needs the training data, which zoo {zoo.name!r} does not have ({why})"
 
 
 def load_for_call(zoo: Zoo, model_id: str, *, alpha: float | None = None) -> str | None:
@@ -98,6 +104,9 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
 
     out = {}
     for m in measures:
+        if train is None and {"train_data", "augment"} & set(m.needs):
+            out[m.name] = {"value": None, "error": no_training_data(m, zoo), "seconds": 0.0, "cache": False}
+            continue
         ctx = make_context(m, model=model, train=train, init_model=init_model, memo=memo, device=device,
                            seed=seed, budget_s=budget_s)
         out[m.name] = run_measure(m, ctx)

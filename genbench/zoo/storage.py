@@ -213,7 +213,11 @@ class Zoo:
 
     @cached_property
     def expected_models(self) -> int:
-        """How many models the zoo's recipe makes (grid points x (1 + twins), from zoo.json)."""
+        """How many models the zoo's recipe makes (grid points x (1 + twins), from zoo.json); an imported zoo, whose
+        models need not fill a grid, says how many it holds (`expected_models`)."""
+        declared = self.manifest.get("expected_models")
+        if isinstance(declared, int) and not isinstance(declared, bool) and declared >= 0:
+            return declared
         grid, twins = self.manifest["grid"], self.manifest.get("twins") or []
         if not (isinstance(grid, dict) and all(isinstance(v, list) for v in grid.values())
                 and isinstance(twins, list)):
@@ -304,8 +308,16 @@ class Zoo:
                         int(self.manifest["num_classes"]), self.manifest["data_kind"])
         return load_pool(spec)
 
+    @property
+    def has_training_data(self) -> bool:
+        """Whether the zoo holds its models' training data (an imported Small CNN Zoo does not)."""
+        return self.manifest["dataset"].get("training_data") is not False
+
     def train_data(self, model_id: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The exact inputs and labels (corrupted ones included) the model was trained on, un-augmented."""
+        if not self.has_training_data:
+            raise GenbenchError(f"zoo {self.name!r} has no training data: "
+                                f"{self.manifest['dataset'].get('why', 'its source does not record it')}")
         row = self.row(model_id)
         idx, labels = train_subset(self.pool, train_size=int(row["hp.train_size"]),
                                    label_noise=float(row["hp.label_noise"]), data_seed=int(row["train_indices_seed"]))
