@@ -120,7 +120,8 @@ def run_baselines(zoo: str | Zoo, *, only: Iterable[str] | None = None, device: 
                   progress: bool = False, cache: bool = True, allow_partial: bool = False) -> list[dict[str, Any]]:
     """The records of the baseline rows on a zoo (every baseline, or those named in `only`): the zoo's
     hyperparameters, every built-in scalar measure at once (evaluated first, from the value cache when it has
-    them), the final training loss and accuracy. A baseline that cannot be made gets a failure record."""
+    them), statistics of the final weights (read from the zoo's checkpoints), the final training loss and accuracy.
+    A baseline that cannot be made gets a failure record."""
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     from ..scoring.baselines import BASELINE_NAMES, BASELINES, score_baselines

@@ -1,11 +1,13 @@
 """Baseline rows: how well what a reader already knows predicts the gap. The training recipe (the zoo's
-hyperparameters), every built-in scalar measure at once, and the final training loss and accuracy are scored
-exactly as a measure is, on the same folds and the same paired resamples; a measure below `baseline.hparams` adds
-nothing the recipe did not say. The ridge baselines are not held to the n >= 10 (p + 1) rule of least squares:
-their penalty, chosen inside each training fold, controls how much they fit, and their k-fold R^2 is judged on
-held-out models only (no adjusted R^2 is reported for them)."""
+hyperparameters), every built-in scalar measure at once, statistics of the final weights (Unterthiner et al. 2020;
+scoring/weight_stats.py), and the final training loss and accuracy are scored exactly as a measure is, on the same
+folds and the same paired resamples; a measure below `baseline.hparams` adds nothing the recipe did not say. The
+regularised baselines are not held to the n >= 10 (p + 1) rule of least squares: their penalty (and, for
+baseline.weight_stats, the choice between ridge and trees), chosen inside each training fold, controls how much they
+fit, and their k-fold R^2 is judged on held-out models only (no adjusted R^2 is reported for them)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +22,7 @@ from .recipe import hparam_design, recipe_estimator, ridge
 from .regression import K_FOLDS, REPEATS
 from .scores import Scores, score_columns, sorted_values, zoo_resamples
 from .spec import MeasureScores
-from .weight_stats import weight_features, weight_stats_estimator
+from .weight_stats import INNER_FOLDS, weight_features, weight_stats_estimator
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,12 @@ BASELINES = (
     Baseline("baseline.all_measures", "ridge regression on every built-in scalar measure (log of the positive "
                                       "ones, standardised, a missing value replaced by the training folds' median), "
                                       "penalty chosen inside each training fold"),
-    Baseline("baseline.weight_stats", "the gap predicted from statistics of each layer's final weights and biases "
-                                      "(mean, variance, 0/25/50/75/100% quantiles; Unterthiner et al. 2020), ridge "
-                                      "or gradient-boosted trees chosen inside each training fold"),
+    Baseline("baseline.weight_stats", "the gap predicted from statistics of the final weights (Unterthiner et al. "
+                                      "2020): the mean, variance and 0/25/50/75/100% quantiles of each layer's "
+                                      "weights and of its biases (a layer: a weight of two or more dimensions with "
+                                      "its bias; batchnorm's scale and shift left out), or, where the models' "
+                                      "layers differ, of the first layer, the last and all layers pooled; ridge or "
+                                      "gradient-boosted trees, chosen inside each training fold"),
     Baseline("baseline.train_loss", "the final training loss from the zoo table, scored as a scalar measure"),
     Baseline("baseline.train_acc", "the final training accuracy from the zoo table, scored as a scalar measure"),
 )
@@ -111,14 +116,32 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
                 x = measure_design(v, names)
                 add("baseline.all_measures", x, ridge(SimpleImputer(strategy="median"), StandardScaler()))
     if "baseline.weight_stats" in wanted:
-        if not zoo.manifest.get("files"):
-            notes.append(f"no baseline.weight_stats: {zoo.name!r} has no checkpoints to read weights from")
-        else:
-            x, how = weight_features(zoo, ids)
-            add("baseline.weight_stats", x, weight_stats_estimator())
-            items["baseline.weight_stats"].notes.append(f"weight statistics {how}")
+        _add_weight_stats(zoo, ids, add, items, notes)
     for name, (column, higher_means) in _TABLE_COLUMNS.items():
         if name in wanted:
             col = zoo.table.set_index("model_id").loc[ids, column].to_numpy(dtype=float)[:, None]
             add(name, col, None, higher_means)
     return Scores(zoo.name, target, items), notes
+
+
+def _add_weight_stats(zoo: Zoo, ids: list[str], add: Callable[..., None], items: dict[str, MeasureScores],
+                      notes: list[str]) -> None:
+    """baseline.weight_stats from the zoo's checkpoints, with notes saying which features were made and which
+    regressor the training folds chose; a zoo without checkpoints (or with one that cannot be read) gets a note."""
+    name = "baseline.weight_stats"
+    if "checkpoint" not in zoo.table.columns:
+        notes.append(f"no {name}: zoo {zoo.name!r} has no checkpoints to read weights from")
+        return
+    try:
+        x, _, how = weight_features(zoo, ids)
+    except GenbenchError as e:
+        notes.append(f"no {name}: {e}")
+        return
+    add(name, x, weight_stats_estimator())
+    s = items[name]
+    s.notes.append(f"weight statistics {how}")
+    chosen = s.transform_used.pop("folds", None)  # the scorer counts a fit's phi_: here, the regressor chosen
+    if chosen:
+        total = sum(chosen.values())
+        s.notes.append(f"regressor chosen inside the {total} training folds (inner {INNER_FOLDS}-fold MSE): "
+                       + ", ".join(f"{k} {chosen.get(k, 0)}" for k in ("ridge", "trees")))
