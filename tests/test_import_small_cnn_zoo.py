@@ -38,7 +38,7 @@ def write_zoo(folder, *, runs: int = RUNS, nan_run: int | None = 3, seed: int = 
             rows.append({"config.activation": "relu" if r % 2 else "tanh", "config.b_init": "zeros",
                          "config.dataset": "mnist", "config.dnn_architecture": "cnn", "config.dropout": 0.0,
                          "config.epochs": 86, "config.epochs_between_checkpoints": 20,
-                         "config.init_std": 0.05, "config.l2reg": [0.0, 1e-4, 1e-3][r % 3],
+                         "config.init_std": 0.01 * (r + 1), "config.l2reg": [0.0, 1e-4, 1e-3][r % 3],
                          "config.learning_rate": [0.01, 0.003][r % 2], "config.num_layers": 3, "config.num_units": 16,
                          "config.optimizer": "adam", "config.random_seed": 42, "config.train_fraction": 0.5,
                          "config.w_init": "he_normal", "modeldir": f"/xm/1234/{r + 1}/", "step": step,
@@ -108,7 +108,10 @@ def test_imported_models_give_the_tensorflow_networks_logits(source, tmp_path, h
         assert t.at[mid, "gap"] == pytest.approx(metrics.loc[final, "train_accuracy"] - metrics.loc[final, "test_accuracy"])
         assert t.at[mid, "hp.learning_rate"] == metrics.loc[final, "config.learning_rate"]
         assert t.at[mid, "hp.train_size"] == 30_000
-    assert sorted(zoo.hparams) == ["activation", "l2reg", "learning_rate"]  # the varied config.* columns only
+    # the varied config.* columns; init_std (11 values, as a continuous draw would give) is a column, not an axis
+    assert sorted(zoo.hparams) == ["activation", "l2reg", "learning_rate"]
+    assert zoo.manifest["imported"]["continuous"] == ["init_std"] and t.at["1", "hp.init_std"] == pytest.approx(0.01)
+    assert (zoo.root / "README.md").is_file() and t["train_indices_seed"].isna().all()
 
 
 def test_weight_only_measures_run_and_data_measures_are_refused_in_one_line(source, tmp_path, home):

@@ -90,8 +90,9 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
 @leaderboard_app.command("baselines")
 def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None, device: Device = None,
                           n_boot: NBoot = N_BOOT, allow_partial: AllowPartial = False) -> None:
-    """Write the baseline rows: the gap predicted from the hyperparameters, from every built-in scalar measure at
-    once, and from the training loss and accuracy. A measure below baseline.hparams adds nothing the recipe said."""
+    """Write the baseline rows: the gap predicted from the hyperparameters, from statistics of the weights, from
+    every built-in scalar measure at once, and from the training loss and accuracy. A measure below baseline.hparams
+    adds nothing the recipe said."""
     from ..zoo import load_zoo
 
     check_limits(counts={"--n-boot": n_boot})

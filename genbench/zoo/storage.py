@@ -302,6 +302,8 @@ class Zoo:
     def pool(self) -> Pool:
         """The dataset the zoo was trained on: embedded in the zoo, or re-loaded from its source."""
         spec = self.manifest["dataset"]
+        if not self.has_training_data:
+            raise GenbenchError(f"zoo {self.name!r} has no data: {spec.get('why', 'its source does not record it')}")
         if (self.root / DATASET).exists() or DATASET in self.manifest["files"]:
             t = load_file(str(self._check_file(DATASET)))
             return Pool(t["x_train"], t["y_train"], t["x_test"], t["y_test"],

@@ -9,7 +9,6 @@ dataset_1/{train,test}/shard_*.tfrecord (Examples of two serialized tensors, 'in
 'output' an int32 label)."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -18,21 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from ...errors import GenbenchError
-from ...fileio import sha256_file, write_text_atomic
+from ...fileio import sha256_file
 from ...models.keras import KerasSequential, keras_state_dict
 from ...paths import plain_name, zoos_dir
-from ...version import __version__
-from ..card import dataset_card
 from ..data import Pool
-from ..storage import DATASET, Zoo, commit_table, save_checkpoint
+from ..storage import DATASET, Zoo, save_checkpoint
 from ..train import evaluate_model
 from .keras_h5 import read_keras_weights
-from .staging import check_destination, staged_folder
+from .staging import check_destination, finish_zoo, imported_manifest, imported_row, save_pair, staged_folder
 from .tfrecords import read_examples
 
 CONFIGS = "model_configs.json"
@@ -258,34 +254,23 @@ def import_pgdl(task_dir: str | Path, *, name: str | None = None, out: str | Pat
             sources[str(shard.relative_to(task_dir))] = sha256_file(shard)
         manifest = _manifest(name, task_dir, grid, pool, has_test, sources, tolerance)
         manifest["files"][DATASET] = save_checkpoint(tmp / DATASET, pool.tensors(), {"dataset": name})
-        table = pd.DataFrame(rows)
-        commit_table(tmp, table, manifest)
-        write_text_atomic(tmp / "README.md", dataset_card(Zoo(tmp)))
+        finish_zoo(tmp, rows, manifest)
     return Zoo(root)
 
 
 def _write_model(root: Path, m: TaskModel, pool: Pool, input_shape: list[int], dataset: str) -> dict[str, Any]:
     """Convert one model, save both checkpoints, recompute its metrics; its table row."""
     model, state, init_state = convert_model(m, input_shape)
-    meta = {"family": "keras", "arch": model.config, "model_id": m.model_id, "genbench_version": __version__}
-    ckpt, init_ckpt = f"checkpoints/{m.model_id}.safetensors", f"checkpoints/{m.model_id}.init.safetensors"
-    sha = save_checkpoint(root / ckpt, model.state_dict(), meta)
-    model.load_state_dict(init_state)
-    init_sha = save_checkpoint(root / init_ckpt, model.state_dict(), meta)
-    model.load_state_dict(state)
+    files = save_pair(root, m.model_id, model, state, init_state)
     train_acc, train_loss = evaluate_model(model, pool.x_train, pool.y_train)
     test_acc, test_loss = evaluate_model(model, pool.x_test, pool.y_test) if len(pool.y_test) else (math.nan,) * 2
-    return {
-        "model_id": m.model_id, **{f"hp.{k}": v for k, v in m.hparams.items()},
-        "hp.train_size": len(pool.y_train), "hp.label_noise": 0.0, "family": "keras",
-        "arch": json.dumps(model.config), "dataset": dataset, "train_indices_seed": 0,
-        "train_acc": m.train_acc, "test_acc": m.test_acc, "gap": m.train_acc - m.test_acc,
-        "recomputed_train_acc": train_acc, "recomputed_test_acc": test_acc,
-        "train_loss": train_loss, "test_loss": test_loss, "epochs": None, "steps": None, "converged": None,
-        "twin_of": None, "perturbation": None, "final_softmax_dropped": bool(model.dropped_softmax),
-        "checkpoint": ckpt, "checkpoint_sha256": sha, "init_checkpoint": init_ckpt, "init_sha256": init_sha,
-        "train_seconds": math.nan,
-    }
+    hp = {**m.hparams, "train_size": len(pool.y_train), "label_noise": 0.0}
+    return imported_row(
+        m.model_id, hp, model, dataset, files, train_indices_seed=0,
+        train_acc=m.train_acc, test_acc=m.test_acc, gap=m.train_acc - m.test_acc,
+        recomputed_train_acc=train_acc, recomputed_test_acc=test_acc, train_loss=train_loss, test_loss=test_loss,
+        epochs=None, steps=None, converged=None, twin_of=None, perturbation=None,
+        final_softmax_dropped=bool(model.dropped_softmax))
 
 
 def _check_accuracies(rows: list[dict[str, Any]], tolerance: float, has_test: bool) -> None:
@@ -301,19 +286,15 @@ def _check_accuracies(rows: list[dict[str, Any]], tolerance: float, has_test: bo
 
 def _manifest(name: str, task_dir: Path, grid: dict[str, list[Any]], pool: Pool, has_test: bool,
               sources: dict[str, str], tolerance: float) -> dict[str, Any]:
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    return {
-        "format_version": 1, "name": name, "version": 1,
-        "description": f"PGDL task {task_dir.resolve().name!r} imported from {task_dir.resolve()}: Keras models "
-                       "rebuilt in torch, their recorded accuracies as targets.",
-        "dataset": {"name": "pgdl", "task": task_dir.resolve().name}, "num_classes": pool.num_classes,
-        "data_kind": pool.kind, "in_shape": list(pool.x_train.shape[1:]), "train_pool_size": len(pool.y_train),
-        "test_size": len(pool.y_test), "grid": grid, "twins": [], "genbench_version": __version__,
-        "torch_version": torch.__version__, "device": "cpu", "created": now,
-        "imported": {"kind": "pgdl", "source": str(task_dir.resolve()), "created": now, "test_split": has_test,
-                     "targets": "train_acc and test_acc as recorded in model_configs.json",
-                     "recomputed_tolerance": tolerance,
-                     "outputs": "logits: a final softmax of a Keras model is left out (the argmax is unchanged)",
-                     "source_sha256": sources},
-        "files": {},
-    }
+    """The task zoo's zoo.json: the source folder and the sha256 of each of its files, how outputs were mapped."""
+    return imported_manifest(
+        name, kind="pgdl", source=task_dir,
+        description=f"PGDL task {task_dir.resolve().name!r} imported from {task_dir.resolve()}: Keras models "
+                    "rebuilt in torch, their recorded accuracies as targets.",
+        dataset={"name": "pgdl", "task": task_dir.resolve().name}, num_classes=pool.num_classes,
+        data_kind=pool.kind, in_shape=list(pool.x_train.shape[1:]), train_pool_size=len(pool.y_train),
+        test_size=len(pool.y_test), grid=grid,
+        imported={"test_split": has_test, "targets": "train_acc and test_acc as recorded in model_configs.json",
+                  "recomputed_tolerance": tolerance,
+                  "outputs": "logits: a final softmax of a Keras model is left out (the argmax is unchanged)",
+                  "source_sha256": sources})

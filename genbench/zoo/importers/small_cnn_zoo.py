@@ -12,8 +12,6 @@ ships no images and does not record each run's training subset: a zoo imported f
 only measures that read weights alone run on it."""
 from __future__ import annotations
 
-import datetime as dt
-import json
 import math
 import re
 from pathlib import Path
@@ -28,9 +26,8 @@ from ...errors import GenbenchError
 from ...fileio import sha256_file
 from ...models.keras import KerasSequential, keras_state_dict
 from ...paths import plain_name, zoos_dir
-from ...version import __version__
-from ..storage import Zoo, commit_table, save_checkpoint
-from .staging import check_destination, staged_folder
+from ..storage import Zoo
+from .staging import check_destination, finish_zoo, imported_manifest, imported_row, save_pair, staged_folder
 
 WEIGHTS, METRICS, LAYOUT = "weights.npy", "metrics.csv.gz", "layout.csv"
 FINAL_STEP, INIT_STEP = 86, 0
@@ -46,6 +43,7 @@ SEGMENTS = (("conv1", "bias", (FILTERS,)), ("conv1", "kernel", (KERNEL, KERNEL, 
             ("dense", "bias", (CLASSES,)), ("dense", "kernel", (FILTERS, CLASSES)))
 N_PARAMS = sum(int(np.prod(s)) for _, _, s in SEGMENTS)  # 4970
 NEEDED = ("modeldir", "step", "train_accuracy", "test_accuracy")
+MAX_LEVELS = 8  # a config.* column with more values is a continuous hyperparameter (an hp.* column, not a grid axis)
 NO_DATA = ("the Small CNN Zoo ships no images and does not record which training subset each network saw; only "
            "measures that read weights alone run on it")
 
@@ -169,16 +167,27 @@ def import_small_cnn_zoo(folder: str | Path, *, dataset: str | None = None, limi
     if not runs:
         raise GenbenchError(f"{folder}: no run has both a step-{step} and a step-{INIT_STEP} checkpoint with finite "
                             f"weights ({_skipped_text(skipped)})")
+    finals = metrics.loc[[r["final"] for r in runs]]
     varied = [c for c in metrics.columns if c.startswith("config.") and c != "config.dataset"
-              and metrics.loc[[r["final"] for r in runs], c].nunique(dropna=False) > 1]
+              and finals[c].nunique(dropna=False) > 1]
     with staged_folder(root) as tmp, torch.no_grad():
         rows = [_write_run(tmp, r, metrics, weights, varied, side, pool_size, dataset)
                 for r in tqdm(runs, desc=f"importing {name}", unit="model", disable=not progress)]
-        table = pd.DataFrame(rows)
-        grid = {c[len("config."):]: sorted(pd.unique(table[f"hp.{c[len('config.'):]}"]).tolist(), key=str)
-                for c in varied}
-        manifest = _manifest(name, folder, dataset, grid, side, test_size, step, skipped, len(runs))
-        commit_table(tmp, table, manifest)
+        axes = [c[len("config."):] for c in varied if finals[c].nunique(dropna=False) <= MAX_LEVELS]
+        grid = {a: sorted(pd.unique(pd.Series([row[f"hp.{a}"] for row in rows])).tolist(), key=str) for a in axes}
+        finish_zoo(tmp, rows, imported_manifest(
+            name, kind="small-cnn-zoo", source=folder,
+            description=f"Small CNN Zoo ({dataset}) imported from {folder.resolve()}: {len(runs)} runs, the checkpoint "
+                        f"at step {step} and the run's step-0 checkpoint, rebuilt in torch; the recorded accuracies "
+                        "as targets.",
+            dataset={"name": "small-cnn-zoo", "task": dataset, "training_data": False, "why": NO_DATA},
+            num_classes=CLASSES, data_kind="image", in_shape=[1, side, side], train_pool_size=None,
+            test_size=test_size, grid=grid, expected_models=len(runs),
+            imported={"step": step, "init_step": INIT_STEP, "skipped": skipped, "limit": limit,
+                      "continuous": [c[len("config."):] for c in varied if c[len("config."):] not in axes],
+                      "targets": "train_accuracy and test_accuracy as recorded in metrics.csv.gz (not recomputed: "
+                                 "the zoo has no images)",
+                      "source_sha256": {f: sha256_file(folder / f) for f in (WEIGHTS, METRICS, LAYOUT)}}))
     return Zoo(root)
 
 
@@ -222,51 +231,20 @@ def _write_run(root: Path, r: dict[str, Any], metrics: pd.DataFrame, weights: np
     state = keras_state_dict(model, split_weights(weights[r["final"]]))
     init_state = keras_state_dict(model, split_weights(weights[r["init"]]))
     mid = model_id(r["run"])
-    meta = {"family": "keras", "arch": model.config, "model_id": mid, "genbench_version": __version__}
-    ckpt, init_ckpt = f"checkpoints/{mid}.safetensors", f"checkpoints/{mid}.init.safetensors"
-    if (root / ckpt).exists():
+    if (root / f"checkpoints/{mid}.safetensors").exists():
         raise GenbenchError(f"two runs end in the same folder name {mid!r} (e.g. {r['run']!r}); model ids must be "
                             "unique")
-    model.load_state_dict(state)
-    sha = save_checkpoint(root / ckpt, model.state_dict(), meta)
-    model.load_state_dict(init_state)
-    init_sha = save_checkpoint(root / init_ckpt, model.state_dict(), meta)
+    files = save_pair(root, mid, model, state, init_state)
     fraction = float(row.get("config.train_fraction", 1.0))
     train_acc, test_acc = float(row["train_accuracy"]), float(row["test_accuracy"])
-    return {
-        "model_id": mid, **{f"hp.{c[len('config.'):]}": _plain(row[c]) for c in varied},
-        "hp.train_size": int(pool_size * fraction), "hp.label_noise": 0.0, "family": "keras",
-        "arch": json.dumps(model.config), "dataset": f"small-cnn-zoo/{dataset}", "train_indices_seed": 0,
-        "train_acc": train_acc, "test_acc": test_acc, "gap": train_acc - test_acc,
-        "train_loss": float(row.get("train_loss", math.nan)), "test_loss": float(row.get("test_loss", math.nan)),
-        "epochs": int(row["step"]), "steps": None, "converged": None, "twin_of": None, "perturbation": None,
-        "source_run": r["run"], "checkpoint": ckpt, "checkpoint_sha256": sha, "init_checkpoint": init_ckpt,
-        "init_sha256": init_sha, "train_seconds": math.nan,
-    }
+    return imported_row(
+        mid, {**{c[len("config."):]: _plain(row[c]) for c in varied}, "train_size": int(pool_size * fraction),
+              "label_noise": 0.0},
+        model, f"small-cnn-zoo/{dataset}", files, train_indices_seed=None, train_acc=train_acc, test_acc=test_acc,
+        gap=train_acc - test_acc, train_loss=float(row.get("train_loss", math.nan)),
+        test_loss=float(row.get("test_loss", math.nan)), epochs=int(row["step"]), source_run=r["run"])
 
 
 def _plain(v: Any) -> Any:
     """A numpy scalar as its Python value (the table and the manifest's grid are JSON)."""
     return v.item() if hasattr(v, "item") else v
-
-
-def _manifest(name: str, folder: Path, dataset: str, grid: dict[str, list[Any]], side: int, test_size: int,
-              step: int, skipped: dict[str, int], n: int) -> dict[str, Any]:
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    return {
-        "format_version": 1, "name": name, "version": 1,
-        "description": f"Small CNN Zoo ({dataset}) imported from {folder.resolve()}: {n} runs, the checkpoint at "
-                       f"step {step} and the run's step-0 checkpoint, rebuilt in torch; the recorded accuracies as "
-                       "targets.",
-        "dataset": {"name": "small-cnn-zoo", "task": dataset, "training_data": False, "why": NO_DATA},
-        "num_classes": CLASSES, "data_kind": "image", "in_shape": [1, side, side], "train_pool_size": None,
-        "test_size": test_size, "grid": grid, "twins": [], "expected_models": n, "genbench_version": __version__,
-        "torch_version": torch.__version__, "device": "cpu", "created": now,
-        "imported": {"kind": "small-cnn-zoo", "source": str(folder.resolve()), "created": now, "step": step,
-                     "init_step": INIT_STEP, "skipped": skipped,
-                     "targets": "train_accuracy and test_accuracy as recorded in metrics.csv.gz (not recomputed: "
-                                "the zoo has no images)",
-                     "source_sha256": {f: sha256_file(folder / f) for f in (WEIGHTS, METRICS, LAYOUT)}},
-        "files": {},
-    }
-
