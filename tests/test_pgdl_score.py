@@ -52,3 +52,9 @@ def test_the_leaderboard_shows_the_pgdl_score_on_pgdl_tasks_and_says_nothing_of_
     notes = view_notes(ranked, "kfold_r2", records=records)
     assert "pgdl_score" in notes.hidden[sweep] and "pgdl_score" not in notes.hidden[task]
     assert not any("PGDL score" in line for z in notes.hidden for line in hidden_lines(notes.hidden[z]))
+    from genbench.leaderboard import write_site
+    index = write_site(records, tmp_path / "site")
+    page = index.read_text()
+    assert page.count('data-col="pgdl_score"') > 0 and "PGDL score" in page
+    notes_part = page[page.index('id="zoo-external-sweep"'):]
+    assert 'data-score="pgdl_score"' not in notes_part  # the sweep's table shows no column and says nothing of it

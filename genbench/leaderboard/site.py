@@ -234,7 +234,7 @@ class ZooView:
     rows: list[tuple[Record, str]]
     failed: list[tuple[Record, str]]
     subs: bool
-    hidden: Mapping[str, str]
+    hidden: Mapping[str, str]  # the empty score columns worth a note, and why (a score of some zoos only needs none)
     caption: str
     chart: Markup
     verdict: str = ""  # the sentence the zoo's section opens with
@@ -251,7 +251,8 @@ def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str],
     return ZooView(zoo=zoo, anchor=f"zoo-{slug(zoo)}", tid=tid, sort=sort, scores=score_columns(sort, hidden),
                    with_interval=set(interval_columns(sort)), rows=rows,
                    failed=[(r, href) for r, href in linked if not r.ok],
-                   subs=any(submission_folder(r) for r, _ in rows), hidden=hidden, caption=zoo_caption(recs, sort),
+                   subs=any(submission_folder(r) for r, _ in rows),
+                   hidden={k: why for k, why in hidden.items() if why is not None}, caption=zoo_caption(recs, sort),
                    chart=overview_chart(zoo, [r for r, _ in rows], [href for _, href in rows], tid, sort),
                    verdict=zoo_verdict(zoo, recs).sentence() if rows else "", label=zoo_label(zoo))
 
