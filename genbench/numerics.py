@@ -13,7 +13,7 @@ needs."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -95,10 +95,15 @@ def cores_taken(others: int | None) -> bool:
     if others is None:
         return False
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores - others < build_threads()
+    from .errors import GenbenchError
+    try:
+        threads = build_threads()
+    except GenbenchError:  # a bad GENBENCH_BUILD_THREADS is reported where a build reads it, not at import
+        return False
+    return cores - others < threads
 
 
-def share_cores_when_waiting(others: Any = others_running) -> None:
+def share_cores_when_waiting(others: Callable[[], int | None] = others_running) -> None:
     """Set OpenMP's passive wait policy (OMP_WAIT_POLICY=PASSIVE: torch's OpenMP threads that wait at a barrier
     sleep instead of spinning) when GENBENCH_OMP_WAIT_POLICY says so: `passive` always, `active` never (OpenMP's own
     default), `auto` (the default) when, at import, other running threads leave fewer free cores than genbench's

@@ -143,6 +143,11 @@ def test_seed_and_id_columns_are_used(tmp_path):
     (lambda d: d.assign(**{"complexity.noise": d["complexity.noise"].astype(object).where(d.index != 7, "big")}), [],
      "not a number ('big' in data row 8)"),
     (None, ["--higher-means", "complexity.good=up"], "must be one of ('larger_gap', 'smaller_gap')"),
+    (lambda d: d.assign(run=[None] + [f"m{i}" for i in range(1, len(d))]), ["--id", "run"],
+     "the model id column 'run' is empty in data row(s) 1"),
+    (lambda d: d.assign(seed=0), [], "repeats a seed within one grid point"),
+    (lambda d: d.assign(**{"hp.wd": np.arange(len(d)) * 1e-4}), [], "more than 20 levels"),
+    (lambda d: d.rename(columns={"complexity.noise": "complexity.good"}), [], "more than once"),
 ])
 def test_bad_tables_get_one_clear_line_and_nothing_written(tmp_path, change, argv, message):
     df = dziugaite_table()
@@ -195,3 +200,20 @@ def test_a_zoos_own_values_scored_as_a_table_from_elsewhere_give_its_point_score
             assert (a is None) == (b is None), (n, key)
             if a is not None:
                 assert b == pytest.approx(a, rel=1e-9, abs=1e-12, nan_ok=True), (n, key)
+
+
+def test_scoring_a_table_again_replaces_its_records_and_rescore_passes_them_by(table_file, tmp_path):
+    from genbench.entries.rescore import rescore_folder
+
+    results = tmp_path / "results"
+    assert score_file(table_file, results=results).exit_code == 0
+    df = dziugaite_table().drop(columns=["complexity.noise"])
+    df.to_csv(table_file, index=False)
+    out = score_file(table_file, results=results)
+    assert out.exit_code == 0 and "replacing 5" in " ".join(out.output.split())
+    names = {r.name for r in load_records(results)}
+    assert "complexity.noise" not in names and len(names) == 4
+    said: list[str] = []
+    assert rescore_folder(results, say=said.append) == [] and "external values" in said[0]
+    board = CliRunner().invoke(app, ["leaderboard", "--results", str(results)])
+    assert board.exit_code == 0, board.output

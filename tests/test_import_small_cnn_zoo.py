@@ -111,7 +111,9 @@ def test_imported_models_give_the_tensorflow_networks_logits(source, tmp_path, h
     # the varied config.* columns; init_std (11 values, as a continuous draw would give) is a column, not an axis
     assert sorted(zoo.hparams) == ["activation", "l2reg", "learning_rate"]
     assert zoo.manifest["imported"]["continuous"] == ["init_std"] and t.at["1", "hp.init_std"] == pytest.approx(0.01)
-    assert (zoo.root / "README.md").is_file() and t["train_indices_seed"].isna().all()
+    card = (zoo.root / "README.md").read_text()
+    assert "no training data (the Small CNN Zoo ships no images" in card and "train_data" not in card
+    assert t["train_indices_seed"].isna().all()
 
 
 def test_weight_only_measures_run_and_data_measures_are_refused_in_one_line(source, tmp_path, home):
@@ -130,6 +132,13 @@ def test_weight_only_measures_run_and_data_measures_are_refused_in_one_line(sour
     from genbench.scoring.baselines import score_baselines
     scores, notes = score_baselines(zoo, only=("baseline.weight_stats",), n_boot=20, k=3, repeats=1)
     assert not notes and "kfold_r2" in scores["baseline.weight_stats"].values
+
+
+def test_a_dataset_that_contradicts_the_metrics_is_refused(source, tmp_path):
+    folder, _ = source
+    with pytest.raises(GenbenchError, match="--dataset cifar10 but config.dataset says"):
+        import_small_cnn_zoo(folder, dataset="cifar10", out=tmp_path / "zoo", progress=False)
+    assert not (tmp_path / "zoo").exists()
 
 
 def test_the_cli_imports_with_a_limit(source, tmp_path, home):

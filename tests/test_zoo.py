@@ -173,7 +173,9 @@ def test_auto_wait_policy_sleeps_only_when_other_processes_hold_the_cores(monkey
 
     cores = len(os.sched_getaffinity(0))
     count = cores if others == "all" else others
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "1")  # so that an idle 1-CPU host has a free core too
+    monkeypatch.setenv("OMP_WAIT_POLICY", "x")  # recorded, so the value written below is undone after the test
+    monkeypatch.delenv("OMP_WAIT_POLICY")
     if user:
         monkeypatch.setenv("OMP_WAIT_POLICY", user)
     if choice is None:
@@ -187,7 +189,7 @@ def test_auto_wait_policy_sleeps_only_when_other_processes_hold_the_cores(monkey
     assert bool(said) == (choice == "sleepy") and (not said or "not one of" in str(said[0].message))
 
 
-def test_others_running_reads_procs_running(tmp_path):
+def test_others_running_reads_procs_running(tmp_path, monkeypatch):
     """The count of other runnable threads is procs_running minus the reader itself, the median of the reads; an
     unreadable or foreign stat file gives None (then auto keeps OpenMP's default)."""
     from genbench.numerics import cores_taken, others_running
@@ -198,7 +200,10 @@ def test_others_running_reads_procs_running(tmp_path):
     stat.write_text("cpu  1 2 3 4\n")
     assert others_running(stat=str(stat), samples=3, spacing_s=0) is None
     assert others_running(stat=str(tmp_path / "none")) is None
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "1")
     assert cores_taken(None) is False and cores_taken(10_000) is True and cores_taken(0) is False
+    monkeypatch.setenv("GENBENCH_BUILD_THREADS", "abc")  # reported by a build, never a crash at import
+    assert cores_taken(10_000) is False
 
 
 def test_builds_run_under_pinned_numerics_and_a_resume_refuses_other_settings(tmp_path, monkeypatch):

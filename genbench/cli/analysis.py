@@ -65,10 +65,11 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
                                                           "hyperparameter columns, globs allowed (default: 'hp.*')"),
               id_column: Optional[str] = typer.Option(None, "--id", help="table from elsewhere: the model id column "
                                                       "(default: the row number)"),
-              name: Optional[str] = typer.Option(None, "--name", help="table from elsewhere: the name its records "
-                                                 "are filed under (default: external-<file name>)"),
-              test_size: int = typer.Option(10_000, "--test-size", help="table from elsewhere: test examples behind "
-                                            "each target value (the robust sign-error's noise filter)"),
+              name: Optional[str] = typer.Option(None, "--name", help="table from elsewhere: its records are filed "
+                                                 "under external-NAME (default: external-<file name>)"),
+              test_size: Optional[int] = typer.Option(None, "--test-size", help="table from elsewhere: test "
+                                                      "examples behind each target value (the robust sign-error's "
+                                                      "noise filter; default 10000)"),
               higher_means: Optional[list[str]] = typer.Option(None, "--higher-means", help="table from elsewhere: "
                                                                "COLUMN=larger_gap|smaller_gap, a measure's claimed "
                                                                "direction (globs allowed; repeat)"),
@@ -83,6 +84,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
         if table is not None or allow_partial:
             raise GenbenchError("--table and --allow-partial apply to a zoo; a table from elsewhere takes --values "
                                 "with its columns")
+        test_size = 10_000 if test_size is None else test_size
         check_limits(counts={"--n-boot": n_boot, "--test-size": test_size})
         _score_external(list(measures or []), values, target=target, hparams=hparams, id_column=id_column,
                         name=name, test_size=test_size, higher_means=higher_means or [], n_boot=n_boot,
@@ -96,7 +98,8 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     if table not in (None, "demogen"):
         raise GenbenchError(f"unknown table {table!r}; the only table is 'demogen'")
     external = [f for f, v in (("--hparams", hparams), ("--id", id_column), ("--name", name),
-                                ("--higher-means", higher_means), ("--results", results)) if v]
+                                ("--higher-means", higher_means), ("--results", results),
+                                ("--test-size", test_size)) if v is not None and v != []]
     if external:
         raise GenbenchError(f"{', '.join(external)} apply to a table from elsewhere (--values FILE without --zoo)")
     check_limits(counts={"--n-boot": n_boot})
@@ -137,20 +140,25 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
     vt = read_value_table(path, measures=measures, target=target, hparams=hparams, id_column=id_column, name=name,
                           test_size=test_size, higher_means=pairs)
     say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    axes = [a for a in vt.zoo.hparams if a != "seed"]
+    most = int(vt.zoo.table.groupby([f"hp.{a}" for a in axes]).size().max())
     say(f"{path}: {len(vt.zoo)} models, {len(vt.measures)} measure column(s), target {target!r}, hyperparameters "
-        f"{[a for a in vt.zoo.hparams if a != 'seed']} ({len(vt.zoo.hparams['seed'])} seed(s) at most per point)")
+        f"{axes} (at most {most} seed(s) per grid point)")
     for note in vt.notes:
         say(f"note: {note}")
     command = "genbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     records = [Record(r) for r in score_value_table(vt, n_boot=n_boot, command=command)]
+    folder = (results if results is not None else results_dir()) / vt.zoo.name
+    stale = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    for old in stale:  # a table scored again replaces its records (an older version's would not rank beside them)
+        old.unlink()
     for r in records:
         write_record(r, results)
     ranked = rank_records(records, "kfold_r2")
     print_leaderboard(console, leaderboard_table(records, "kfold_r2", ranked=ranked), ranked, "kfold_r2",
                       view_notes(ranked, "kfold_r2", records=records))
-    folder = results if results is not None else results_dir()
-    say(f"{len(records)} records written to {folder / vt.zoo.name} (external values: never verified, never ranked "
-        "officially; `genbench leaderboard` lists them apart)")
+    say(f"{len(records)} records written to {folder}{f' (replacing {len(stale)})' if stale else ''} (external "
+        "values: never verified, never ranked officially; `genbench leaderboard` lists them apart)")
 
 
 @app.command("audit")

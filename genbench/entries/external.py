@@ -42,7 +42,7 @@ def score_value_table(table: ValueTable, *, n_boot: int = N_BOOT, seed: int = SE
     citation = {b.name: b.citation for b in BASELINES}
     for name in TABLE_BASELINES:
         s = base.items.get(name)
-        reason = next((n for n in notes if name in n), f"{name} could not be made")
+        reason = next((n for n in notes if "baseline.hparams" in n), f"{name} could not be made")  # one note for both
         out.append(baseline_record(name, citation[name], zoo, scores=None if s is None else s.to_dict(),
                                    failure=None if s is not None else reason, prov=prov(),
                                    values=None if s is None else values_block(ids, gap, None, None, s.heldout)))

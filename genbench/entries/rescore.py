@@ -135,6 +135,9 @@ def rescore_folder(root: str | Path, *, zoo: str | None = None, zoo_path: str | 
             continue
         raws = {p: _raw(p) for p in files}
         first = next(iter(raws.values()))
+        if Record(first).external:  # a table from elsewhere: `genbench score --values FILE` scores it again
+            say(f"skipped {folder.name}: external values (score the table again with `genbench score --values`)")
+            continue
         z, why = cited_zoo(Record(first), zoo_path)
         if why:
             raise GenbenchError(f"cannot re-score the records in {folder}: {why}")

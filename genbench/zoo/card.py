@@ -26,6 +26,12 @@ def dataset_card(zoo: "Zoo", repo_id: str | None = None) -> str:
     count = s["models"] if zoo.complete else f"{s['models']} of the recipe's {s['expected_models']} (a partial zoo)"
     axes = "\n".join(f"| `{k}` | {', '.join(map(str, v))} |" for k, v in zoo.hparams.items())
     m = zoo.manifest
+    if zoo.has_training_data:
+        data_sentence = "the exact training data of each model, "
+        data_line = "x, y = zoo.train_data(zoo.model_ids[0])           # exactly what it was trained on\n"
+    else:  # an imported zoo of weights only (the Small CNN Zoo)
+        data_sentence = f"no training data ({m['dataset'].get('why', 'its source does not record it')}), "
+        data_line = ""
     return f"""---
 configs:
 - config_name: default
@@ -41,7 +47,7 @@ tags:
 
 A genbench model zoo: {count} trained `{zoo.table['family'].iloc[0]}` networks on
 `{m['dataset'].get('path', m['dataset']['name'])}`, with final and initial weights (safetensors),
-the exact training data of each model, and its measured train and test accuracy.
+{data_sentence}and its measured train and test accuracy.
 
 | | min | max |
 |---|---|---|
@@ -57,8 +63,7 @@ the exact training data of each model, and its measured train and test accuracy.
 import genbench as gb
 zoo = gb.load_zoo("{zoo.name if repo_id is None else 'hf://' + repo_id}")
 model = zoo.load_model(zoo.model_ids[0])          # eval mode, checkpoint verified
-x, y = zoo.train_data(zoo.model_ids[0])           # exactly what it was trained on
-```
+{data_line}```
 
 Built with genbench {m.get('genbench_version')} on {m.get('device')}; every file's sha256 is in `zoo.json`.
 """

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...harness.evaluate import load_for_call, validate_value
+from ...harness.evaluate import load_for_call, no_training_data, validate_value
 from ...harness.executor import Entries, Executor
 from ...measures.registry import Measure
 from ...zoo.storage import Zoo
@@ -66,6 +66,8 @@ class SandboxExecutor(Executor):
     def run(self, zoo: Zoo, model_id: str, measures: list[Measure], *, device: str, seed: int,
             budget_s: float | None, alpha: float | None = None, single: bool = True) -> Entries:
         (m,) = measures
+        if not zoo.has_training_data and {"train_data", "augment"} & set(m.needs):  # as the harness refuses it
+            return {m.name: {"value": None, "error": no_training_data(m, zoo), "seconds": 0.0, "cache": False}}
         problem = load_for_call(zoo, model_id, alpha=alpha)  # what the harness says of a model it cannot load
         where = None if problem else self.job.model(zoo, model_id)
         if problem or where is None:

@@ -80,7 +80,7 @@ class JobFolder:
             if src.is_file():
                 _place(src, out / name, self.link)
                 spec[key] = name
-        if not zoo.has_training_data:  # a zoo of weights only: the harness refuses the measures that need data
+        if not zoo.has_training_data:  # a zoo of weights only: SandboxExecutor.run refuses measures that need data
             return spec
         train = zoo.training_set(model_id)
         x, y = train.x.detach().cpu().contiguous(), train.y.detach().cpu().contiguous()

@@ -125,11 +125,17 @@ def dataset_of(metrics: pd.DataFrame, dataset: str | None, folder: Path) -> str:
                                 f"({'|'.join(DATASETS)})")
         found = {ALIASES.get(str(d), str(d)) for d in metrics["config.dataset"].dropna().unique()}
         if len(found) != 1:
-            raise GenbenchError(f"{folder}: config.dataset holds {sorted(found)}; import one dataset at a time")
+            raise GenbenchError(f"{folder}: config.dataset holds {sorted(found)}; import one dataset at a time (one "
+                                "folder per dataset, as the authors publish them)")
         dataset = found.pop()
     dataset = ALIASES.get(dataset, dataset)
     if dataset not in DATASETS:
         raise GenbenchError(f"unknown dataset {dataset!r}; the Small CNN Zoo's are {', '.join(DATASETS)}")
+    if "config.dataset" in metrics.columns:
+        found = {ALIASES.get(str(d), str(d)) for d in metrics["config.dataset"].dropna().unique()}
+        if found - {dataset}:
+            raise GenbenchError(f"{folder}: --dataset {dataset} but config.dataset says {sorted(found)}; leave "
+                                "--dataset out, or import the folder of that dataset")
     return dataset
 
 

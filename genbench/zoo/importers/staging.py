@@ -79,7 +79,7 @@ def imported_row(model_id: str, hp: Mapping[str, Any], model: nn.Module, dataset
 
 
 def imported_manifest(name: str, *, kind: str, source: Path, description: str, dataset: dict[str, Any],
-                      num_classes: int, data_kind: str, in_shape: list[int], train_pool_size: int, test_size: int,
+                      num_classes: int, data_kind: str, in_shape: list[int], train_pool_size: int | None, test_size: int,
                       grid: dict[str, list[Any]], imported: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """The zoo.json of an imported zoo (its `files` filled in as they are written): what any zoo's manifest holds,
     `fields` beside them, and under `imported` the source's kind, folder, import time and what `imported` adds."""

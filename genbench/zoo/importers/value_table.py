@@ -24,6 +24,7 @@ SEED_COLUMNS = ("hp.seed", "seed")  # a column of these names is the replicate a
 CONVERGED_COLUMNS = ("converged", "is.converged")  # read as the table's `converged` column when present
 DEFAULT_TEST_SIZE = 10_000  # the test-set size behind each gap (the robust sign-error's noise filter)
 HIGHER_MEANS = ("larger_gap", "smaller_gap")
+MAX_LEVELS = 20  # a hyperparameter column with more distinct values is not a grid axis (it is refused)
 
 
 class TableZoo(Zoo):
@@ -35,14 +36,12 @@ class TableZoo(Zoo):
         self.root = Path(".")
         self.revision, self.repo_id = None, None
         self.manifest = {"name": name, "version": 1, "grid": grid, "files": {}, "test_size": test_size,
-                         "dataset": {"kind": "external"}, "external": source}
+                         "dataset": {"kind": "external", "training_data": False,
+                                     "why": "a table of values from elsewhere holds no data"},
+                         "expected_models": len(table), "external": source}
         self.missing_models: list[str] = []
         self.table = table
         self._rows = {mid: i for i, mid in enumerate(table["model_id"])}
-
-    @property
-    def complete(self) -> bool:
-        return True
 
     def load_model(self, model_id: str, init: bool = False, device: Any = "cpu") -> Any:
         raise GenbenchError(f"{self.name!r} is a table of values from elsewhere: it has no weights to load")
@@ -70,12 +69,25 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     name = path.name.lower()
     try:
         if name.endswith(".parquet"):
-            return pd.read_parquet(path)
-        if re.search(r"\.(csv|tsv|txt)(\.(gz|bz2|xz|zip|zst))?$", name):
-            return pd.read_csv(path, sep="\t" if ".tsv" in name else ",")
+            df = pd.read_parquet(path)
+            header = [str(c) for c in df.columns]
+        elif re.search(r"\.(csv|tsv|txt)(\.(gz|bz2|xz|zip|zst))?$", name):
+            sep = "\t" if ".tsv" in name else ","
+            header = [str(c) for c in pd.read_csv(path, sep=sep, nrows=1, header=None).iloc[0]]  # as written
+            df = pd.read_csv(path, sep=sep)
+        else:
+            raise GenbenchError(f"--values {path}: the file must be a CSV (.csv, .csv.gz, ...) or parquet (.parquet) "
+                                "table")
+    except GenbenchError:
+        raise
     except Exception as e:  # noqa: BLE001 (pandas raises many kinds; each becomes one line)
-        raise GenbenchError(f"cannot read {path} as a table: {type(e).__name__}: {e}") from None
-    raise GenbenchError(f"--values {path}: the file must be a CSV (.csv, .csv.gz, ...) or parquet (.parquet) table")
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise GenbenchError(f"cannot read {path} as a table ({type(e).__name__}: {first}); every row needs the "
+                            "header's fields, separated by commas") from None
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise GenbenchError(f"{path} names the column(s) {dup} more than once; give each column its own name")
+    return df
 
 
 def match_columns(patterns: list[str], columns: list[str], *, what: str) -> list[str]:
@@ -158,6 +170,9 @@ def read_value_table(path: str | Path, *, measures: list[str], target: str, hpar
     if id_column is not None:
         if id_column not in columns:
             raise did_you_mean(id_column, columns, what="model id column", hint="(--id names it)")
+        if df[id_column].isna().any():
+            raise GenbenchError(f"the model id column {id_column!r} is empty in data row(s) "
+                                f"{_rows_text(df[id_column].isna().to_numpy())}: give every model an id")
         ids = df[id_column].astype(str)
         dup = ids[ids.duplicated()]
         if len(dup):
@@ -175,6 +190,11 @@ def read_value_table(path: str | Path, *, measures: list[str], target: str, hpar
     if missing.any():
         raise GenbenchError(f"hyperparameter columns {hp_cols} have an empty value in data row(s) "
                             f"{_rows_text(missing)}: drop those rows or fix the file")
+    many = {c: int(df[c].nunique()) for c in hp_cols if df[c].nunique() > MAX_LEVELS}
+    if many:
+        raise GenbenchError(f"hyperparameter column(s) {many} (distinct values) have more than {MAX_LEVELS} levels: a "
+                            "grid axis needs few (its one-hot levels and their interactions are the recipe's "
+                            "features); bin them, or leave them out of --hparams")
     axes = {c[3:] if c.startswith("hp.") else c: c for c in hp_cols}
     if REPLICATE in axes:
         raise GenbenchError(f"the hyperparameter {axes[REPLICATE]!r} is named like the replicate axis 'seed': "
@@ -183,6 +203,11 @@ def read_value_table(path: str | Path, *, measures: list[str], target: str, hpar
     for axis, col in axes.items():
         table[f"hp.{axis}"] = df[col].to_numpy()
     if seed_col is not None:
+        bad = df[seed_col].isna().to_numpy() | df.duplicated([*hp_cols, seed_col], keep=False).to_numpy()
+        if bad.any():
+            raise GenbenchError(f"the seed column {seed_col!r} is empty or repeats a seed within one grid point in data "
+                                f"row(s) {_rows_text(bad)}: each row of a grid point must be another seed (or drop the "
+                                "column: the rows of a grid point are then its seeds in order)")
         table[f"hp.{REPLICATE}"] = df[seed_col].astype(str).to_numpy()
     else:  # the k-th row of a grid point is its k-th seed
         table[f"hp.{REPLICATE}"] = table.groupby([f"hp.{a}" for a in axes], sort=False).cumcount().to_numpy()
