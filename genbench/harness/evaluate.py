@@ -76,10 +76,17 @@ def _load(zoo: Zoo, model_id: str, *, device: str = "cpu", alpha: float | None =
     return model, train, None
 
 
-def no_training_data(m: Measure, zoo: Zoo) -> str:
-    """Why a measure that reads the training data does not run on a zoo without it (one line)."""
-    why = zoo.manifest["dataset"].get("why", "its source does not record it")
-    return f"{m.name} needs the training data, which zoo {zoo.name!r} does not have ({why})"
+def reads_data(m: Measure) -> bool:
+    """Whether a measure reads its model's training data (directly or augmented)."""
+    return "train_data" in m.needs or "augment" in m.needs
+
+
+def no_training_data(m: Measure, zoo: Zoo) -> str | None:
+    """Why measure `m` cannot run on `zoo` (one line): it reads training data the zoo does not have; else None.
+    Every executor asks this before a call."""
+    if zoo.has_training_data or not reads_data(m):
+        return None
+    return f"{m.name} needs the training data, which zoo {zoo.name!r} does not have ({zoo.no_data_reason})"
 
 
 def load_for_call(zoo: Zoo, model_id: str, *, alpha: float | None = None) -> str | None:
@@ -104,8 +111,8 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
 
     out = {}
     for m in measures:
-        if train is None and {"train_data", "augment"} & set(m.needs):
-            out[m.name] = {"value": None, "error": no_training_data(m, zoo), "seconds": 0.0, "cache": False}
+        if (why := no_training_data(m, zoo)) is not None:
+            out[m.name] = {"value": None, "error": why, "seconds": 0.0, "cache": False}
             continue
         ctx = make_context(m, model=model, train=train, init_model=init_model, memo=memo, device=device,
                            seed=seed, budget_s=budget_s)
@@ -142,7 +149,7 @@ def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init
     """The context of measure `m` on one model: its own copy of the model, and only what `m` declared."""
     return MeasureContext(model=copy.deepcopy(model), probe_layers=model.probe_layers(), device=device,
                           measure=m.name, needs=m.needs, seed=seed, budget_s=budget_s,
-                          train=train if "train_data" in m.needs or "augment" in m.needs else None,
+                          train=train if reads_data(m) else None,
                           init_model=init_model if "init_weights" in m.needs else None, memo=memo)
 
 

@@ -30,7 +30,7 @@ def dataset_card(zoo: "Zoo", repo_id: str | None = None) -> str:
         data_sentence = "the exact training data of each model, "
         data_line = "x, y = zoo.train_data(zoo.model_ids[0])           # exactly what it was trained on\n"
     else:  # an imported zoo of weights only (the Small CNN Zoo)
-        data_sentence = f"no training data ({m['dataset'].get('why', 'its source does not record it')}), "
+        data_sentence = f"no training data ({zoo.no_data_reason}), "
         data_line = ""
     return f"""---
 configs:

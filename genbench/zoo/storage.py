@@ -303,7 +303,7 @@ class Zoo:
         """The dataset the zoo was trained on: embedded in the zoo, or re-loaded from its source."""
         spec = self.manifest["dataset"]
         if not self.has_training_data:
-            raise GenbenchError(f"zoo {self.name!r} has no data: {spec.get('why', 'its source does not record it')}")
+            raise GenbenchError(f"zoo {self.name!r} has no data: {self.no_data_reason}")
         if (self.root / DATASET).exists() or DATASET in self.manifest["files"]:
             t = load_file(str(self._check_file(DATASET)))
             return Pool(t["x_train"], t["y_train"], t["x_test"], t["y_test"],
@@ -315,11 +315,15 @@ class Zoo:
         """Whether the zoo holds its models' training data (an imported Small CNN Zoo does not)."""
         return self.manifest["dataset"].get("training_data") is not False
 
+    @property
+    def no_data_reason(self) -> str:
+        """Why a zoo without training data has none, as its manifest says (for the errors and the card)."""
+        return str(self.manifest["dataset"].get("why", "its source does not record it"))
+
     def train_data(self, model_id: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The exact inputs and labels (corrupted ones included) the model was trained on, un-augmented."""
         if not self.has_training_data:
-            raise GenbenchError(f"zoo {self.name!r} has no training data: "
-                                f"{self.manifest['dataset'].get('why', 'its source does not record it')}")
+            raise GenbenchError(f"zoo {self.name!r} has no training data: {self.no_data_reason}")
         row = self.row(model_id)
         idx, labels = train_subset(self.pool, train_size=int(row["hp.train_size"]),
                                    label_noise=float(row["hp.label_noise"]), data_seed=int(row["train_indices_seed"]))

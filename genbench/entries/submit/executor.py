@@ -66,8 +66,8 @@ class SandboxExecutor(Executor):
     def run(self, zoo: Zoo, model_id: str, measures: list[Measure], *, device: str, seed: int,
             budget_s: float | None, alpha: float | None = None, single: bool = True) -> Entries:
         (m,) = measures
-        if not zoo.has_training_data and {"train_data", "augment"} & set(m.needs):  # as the harness refuses it
-            return {m.name: {"value": None, "error": no_training_data(m, zoo), "seconds": 0.0, "cache": False}}
+        if (why := no_training_data(m, zoo)) is not None:  # as the harness refuses it
+            return {m.name: {"value": None, "error": why, "seconds": 0.0, "cache": False}}
         problem = load_for_call(zoo, model_id, alpha=alpha)  # what the harness says of a model it cannot load
         where = None if problem else self.job.model(zoo, model_id)
         if problem or where is None:

@@ -118,24 +118,23 @@ def read_metrics(path: Path, rows: int) -> pd.DataFrame:
 
 
 def dataset_of(metrics: pd.DataFrame, dataset: str | None, folder: Path) -> str:
-    """The dataset the runs were trained on: --dataset, else the config.dataset column."""
+    """The dataset the runs were trained on: --dataset, else the config.dataset column (which must agree)."""
+    column = metrics.get("config.dataset")
+    found = set() if column is None else {ALIASES.get(str(d), str(d)) for d in column.dropna().unique()}
     if dataset is None:
-        if "config.dataset" not in metrics.columns:
+        if column is None:
             raise GenbenchError(f"{folder}: no config.dataset column; say which dataset with --dataset "
                                 f"({'|'.join(DATASETS)})")
-        found = {ALIASES.get(str(d), str(d)) for d in metrics["config.dataset"].dropna().unique()}
         if len(found) != 1:
             raise GenbenchError(f"{folder}: config.dataset holds {sorted(found)}; import one dataset at a time (one "
                                 "folder per dataset, as the authors publish them)")
-        dataset = found.pop()
+        (dataset,) = found
     dataset = ALIASES.get(dataset, dataset)
     if dataset not in DATASETS:
         raise GenbenchError(f"unknown dataset {dataset!r}; the Small CNN Zoo's are {', '.join(DATASETS)}")
-    if "config.dataset" in metrics.columns:
-        found = {ALIASES.get(str(d), str(d)) for d in metrics["config.dataset"].dropna().unique()}
-        if found - {dataset}:
-            raise GenbenchError(f"{folder}: --dataset {dataset} but config.dataset says {sorted(found)}; leave "
-                                "--dataset out, or import the folder of that dataset")
+    if found - {dataset}:
+        raise GenbenchError(f"{folder}: --dataset {dataset} but config.dataset says {sorted(found)}; leave "
+                            "--dataset out, or import the folder of that dataset")
     return dataset
 
 
