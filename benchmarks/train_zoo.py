@@ -14,8 +14,13 @@ back in each round (alternating which goes first), and the speed-up is the media
 ratios, so that both sides of a ratio see the same state of this shared, noisy machine. This is done
 first with the system's malloc settings, then with the ones the `genbench` command sets at start-up
 (freed memory kept for reuse, see genbench/harness/malloc.py), which is how `genbench zoo build` trains.
+`--recipe NAME` times a zoo's own workload instead: every shape group of the recipe (as `genbench zoo build`
+plans them, the first `--models` models of each), trained `--epochs` epochs without the stopping rule, batched and
+one by one; the speed-up is the whole zoo's (all groups' one-by-one seconds over all groups' batched seconds, per
+round), with each group's beside it.
 Usage: python benchmarks/train_zoo.py [--family mlp|cnn1d|nin] [--data cifar|mnist1d] [--epochs 5] [--models 16]
        [--rounds 5]
+       python benchmarks/train_zoo.py --recipe demogen-nin-mnist1d [--models 16] [--epochs 3] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import numpy as np
 import torch
 
 from genbench.harness.malloc import keep_freed_memory
+from genbench.zoo.build import plan_groups
 from genbench.zoo.data import Pool, load_pool
 from genbench.zoo.recipe import load_recipe, parse_recipe
 from genbench.zoo.train import evaluate_model, init_model, train_group, train_one
@@ -80,8 +86,38 @@ def workload(family: str, epochs: int, models: int, base_channels: int, data: st
     return recipe.expand()[:models], pool, what
 
 
+def recipe_groups(name: str, epochs: int, models: int) -> tuple[list[list], Pool]:
+    """The shape groups of recipe `name` (the first `models` models of each) and its pool, trained `epochs` epochs
+    without the stopping rule."""
+    recipe = load_recipe(name, {"train.epochs": epochs, "train.stop": None})
+    return [g[:models] for g in plan_groups(recipe.expand())], load_pool(recipe.dataset)
+
+
+def zoo_speedup(name: str, epochs: int, models: int, rounds: int) -> None:
+    """Batched / one-by-one over every shape group of a recipe, the groups timed back to back in each round."""
+    groups, pool = recipe_groups(name, epochs, models)
+    train_group(groups[0], pool), train_one(groups[0][0], pool)  # warm-up
+    keep_freed_memory()  # as `genbench zoo build` trains
+    t_b, t_s = np.zeros((rounds, len(groups))), np.zeros((rounds, len(groups)))
+    for r in range(rounds):
+        for j, g in enumerate(groups):
+            one = paired_rounds(lambda: train_group(g, pool), lambda: [train_one(s, pool) for s in g], 1)
+            t_b[r, j], t_s[r, j] = one[0][0], one[1][0]
+    print(f"{name}: {len(groups)} shape groups x {len(groups[0])} models x {epochs} epochs, "
+          f"{torch.get_num_threads()} threads, genbench CLI malloc; medians of {rounds} rounds")
+    for j, g in enumerate(groups):
+        arch = {k: v for k, v in g[0].arch.items() if k not in ("dropout",)}
+        print(f"  group {arch}: batched {np.median(t_b[:, j]):.2f} s, one by one {np.median(t_s[:, j]):.2f} s, "
+              f"{np.median(t_s[:, j] / t_b[:, j]):.2f}x")
+    ratios = t_s.sum(1) / t_b.sum(1)
+    print(f"  whole zoo: batched {np.median(t_b.sum(1)):.2f} s, one by one {np.median(t_s.sum(1)):.2f} s")
+    print(f"  speed-up batched / one-by-one: {np.median(ratios):.2f}x, median of the per-round ratios "
+          f"(range {ratios.min():.2f}-{ratios.max():.2f}; target >= 4x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recipe", help="time every shape group of this recipe (e.g. demogen-nin-mnist1d)")
     ap.add_argument("--family", choices=("mlp", "cnn1d", "nin"), default="mlp")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--models", type=int, default=16)
@@ -93,6 +129,9 @@ def main() -> None:
     ap.add_argument("--cudnn-benchmark", action="store_true", help="let cuDNN time its algorithms (not used by builds: "
                     "its choice can differ between runs)")
     args = ap.parse_args()
+    if args.recipe:
+        torch.set_flush_denormal(True)
+        return zoo_speedup(args.recipe, args.epochs, args.models, args.rounds)
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     specs, pool, what = workload(args.family, args.epochs, args.models, args.base_channels, args.data)
     torch.set_flush_denormal(True)

@@ -138,7 +138,7 @@ def test_hand_written_stacked_mlp_gradient_is_autograds_bit_for_bit(rates):
     gradient = model.stacked_gradient(archs, "cpu")
     for _ in range(2):  # buffers reused from the first call
         torch.manual_seed(1)
-        gradient(params, x, y, grads)
+        gradient(params, {}, x, y, grads)
         for (k, g), e in zip(grads.items(), expected):
             assert torch.equal(_bits(g), _bits(e)), k
     bn = build_model("mlp", dict(in_shape=[d], num_classes=4, width=8, depth=2, batchnorm=True))

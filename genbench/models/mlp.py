@@ -54,7 +54,7 @@ class MLP(nn.Module):
                                                           dropout=codes, train=train)
 
     def stacked_gradient(self, archs: list[dict], device: str) -> StackedMLPGradient | None:
-        """gradient(params, x (M, B, ...), y (M, B), grads) writes the gradient of the stacked training loss
+        """gradient(params, buffers, x (M, B, ...), y (M, B), grads) writes the gradient of the stacked training loss
         (cross-entropy summed over the batch / batch size) into `grads`, bit for bit what autograd gives
         through stacked_forward; None with batchnorm (trained through autograd)."""
         if self.config["batchnorm"]:
@@ -139,8 +139,8 @@ class StackedMLPGradient:
         return buf
 
     @torch.no_grad()
-    def __call__(self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                 grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def __call__(self, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor,
+                 y: torch.Tensor, grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         m, b = y.shape
         h = x.flatten(2)
         inputs, acts, masks = [], [], []

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from . import stacked
+from .stacked_signals import Conv, Drop, Head, Norm, Relu, StackedSignals
 from .registry import evenly_spaced, register_family
 
 _NUM_BLOCKS = 3
@@ -59,11 +60,12 @@ class NiN(nn.Module):
 
     def stacked_forward(self, archs: list[dict], device: str) -> Callable[..., torch.Tensor]:
         """forward(params, buffers, x (M, B, C, H, W) or (M, B, [C,] L), train) -> logits (M, B, classes) of M
-        stacked NiNs of this shape: grouped convolutions, one batchnorm call per layer, per-model dropout rates."""
+        stacked NiNs of this shape, per-model dropout rates: grouped convolutions and one batchnorm call per layer
+        for images, channels last for signals (models/stacked_signals.py)."""
         m, bn = len(archs), self.config["batchnorm"]
         eps, momentum = (self.blocks[0].bn1.eps, self.blocks[0].bn1.momentum) if bn else (0.0, 0.0)
         if len(self.config["in_shape"]) < 3:
-            return self._signal_forward(archs, device, eps, momentum)
+            return self._signal_net(archs, device).forward
         codes = stacked.dropout_rates(archs, device)
 
         def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:
@@ -80,25 +82,25 @@ class NiN(nn.Module):
 
         return forward
 
-    def _signal_forward(self, archs: list[dict], device: str, eps: float, momentum: float
-                        ) -> Callable[..., torch.Tensor]:
-        """The stacked forward of 1-D NiNs, channels last (stacked.conv_last: batched matrix products)."""
-        bn, codes = self.config["batchnorm"], stacked.dropout_rates(archs, device, layout=(-1, 1, 1))
+    def _signal_net(self, archs: list[dict], device: str) -> StackedSignals:
+        """M stacked 1-D NiNs of this shape, channels last (models/stacked_signals.py)."""
+        bn = self.blocks[0].bn1 if self.config["batchnorm"] else None
+        layers: list = []
+        for i in range(_NUM_BLOCKS):
+            for j, (k, s) in enumerate([(3, 2), (1, 1), (1, 1)], start=1):
+                layers.append(Conv(f"blocks.{i}.conv{j}", k, s, k // 2))
+                if bn is not None:
+                    layers.append(Norm(f"blocks.{i}.bn{j}", bn.eps, bn.momentum))
+                layers.append(Relu())
+            if i < _NUM_BLOCKS - 1:
+                layers.append(Drop())
+        layers.append(Head("head", "flatten"))
+        return StackedSignals(layers, stacked.dropout_rates(archs, device, layout=(-1, 1, 1)))
 
-        def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:
-            h = stacked.signals_last(x)
-            for i in range(_NUM_BLOCKS):
-                for j, (k, s) in enumerate([(3, 2), (1, 1), (1, 1)], start=1):
-                    h = stacked.conv_last(h, p, f"blocks.{i}.conv{j}", stride=s, padding=k // 2)
-                    if bn:
-                        h = stacked.batch_norm_last(h, p, b, f"blocks.{i}.bn{j}", train=train, eps=eps,
-                                                    momentum=momentum)
-                    h = h.relu()
-                if train and i < _NUM_BLOCKS - 1:
-                    h = stacked.dropout_last(h, codes)
-            return stacked.conv_last(h, p, "head", stride=1, padding=0).flatten(2)
-
-        return forward
+    def stacked_gradient(self, archs: list[dict], device: str) -> StackedSignals | None:
+        """gradient(params, buffers, x (M, B, [C,] L), y (M, B), grads): the training loss's gradient of M
+        stacked 1-D NiNs by hand (batchnorm's running statistics updated); None for images (autograd)."""
+        return self._signal_net(archs, device) if len(self.config["in_shape"]) < 3 else None
 
     def probe_layers(self) -> list[str]:
         last = "bn3" if self.config["batchnorm"] else "conv3"

@@ -3,10 +3,8 @@ convolutions are grouped (groups=M, channels stacked model by model), whose batc
 whose dropout masks are drawn per model with each model's rate. Activations live as (batch, M * channels, ...);
 parameters come with a leading model axis, as the stacked trainer holds them (genbench/zoo/train.py).
 
-1-D signals have a second, faster form on the CPU (`*_last`): activations (M, batch, length, channels), each
-convolution one batched matrix product over the models (the input unfolded along the length; a 1x1 convolution
-needs no unfolding), each batchnorm one call over (batch * length, M * channels). oneDNN's grouped convolutions
-and its batchnorm over short signals are slow there; a NiN on MNIST-1D trains about 1.8x faster this way."""
+The NiN on 1-D signals trains another way, channels last with a hand-written backward (models/stacked_signals.py):
+oneDNN's grouped convolutions and its batchnorm over short signals are slow on the CPU."""
 from __future__ import annotations
 
 import torch
@@ -70,50 +68,3 @@ def dropout(h: torch.Tensor, m: int, codes: tuple[torch.Tensor, torch.Tensor] | 
 def per_model(h: torch.Tensor, m: int) -> torch.Tensor:
     """Grouped (B, M * K) outputs as (M, B, K), the trainer's layout of logits."""
     return h.reshape(h.shape[0], m, -1).transpose(0, 1)
-
-
-# ---------------------------------------------------------------- 1-D signals, channels last
-
-
-def signals_last(x: torch.Tensor) -> torch.Tensor:
-    """Inputs (M, B, L) or (M, B, C, L) as (M, B, L, C)."""
-    return x.unsqueeze(-1) if x.dim() == 3 else x.transpose(2, 3)
-
-
-def conv_last(h: torch.Tensor, p: Params, name: str, *, stride: int, padding: int) -> torch.Tensor:
-    """The models' 1-D convolution `name` (weights (M, Cout, Cin, k)) on (M, B, L, Cin): one batched matrix
-    product of the unfolded input (padded with zeros, as Conv1d pads) with the flattened kernels."""
-    w, bias = p[name + ".weight"], p.get(name + ".bias")
-    m, cout, cin, k = w.shape
-    b = h.shape[1]
-    if k == 1 and stride == 1 and padding == 0:
-        u, length = h.reshape(m, -1, cin), h.shape[2]
-    else:
-        u = (F.pad(h, (0, 0, padding, padding)) if padding else h).unfold(2, k, stride)  # (M, B, Lout, Cin, k)
-        length = u.shape[2]
-        u = u.reshape(m, b * length, cin * k)
-    wt = w.reshape(m, cout, cin * k).transpose(1, 2)
-    out = torch.bmm(u, wt) if bias is None else torch.baddbmm(bias.unsqueeze(1), u, wt)
-    return out.view(m, b, length, cout)
-
-
-def batch_norm_last(h: torch.Tensor, p: Params, buffers: Params, name: str, *, train: bool, eps: float,
-                    momentum: float) -> torch.Tensor:
-    """The models' batchnorm `name` on (M, B, L, C): statistics over batch and length per model and channel, as
-    BatchNorm1d computes them, the running ones updated in place in train mode."""
-    m, b, length, c = h.shape
-    flat = h.permute(1, 2, 0, 3).reshape(b * length, m * c)
-    out = F.batch_norm(flat, buffers[name + ".running_mean"].view(-1), buffers[name + ".running_var"].view(-1),
-                       p[name + ".weight"].reshape(-1), p[name + ".bias"].reshape(-1), training=train,
-                       momentum=momentum, eps=eps)
-    if train:
-        buffers[name + ".num_batches_tracked"].add_(1)
-    return out.view(b, length, m, c).permute(2, 0, 1, 3)
-
-
-def dropout_last(h: torch.Tensor, codes: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-    """(M, B, ...) activations with each model's units dropped at its own rate (codes laid out (M, 1, 1))."""
-    if codes is None:
-        return h
-    view = h.reshape(h.shape[0], h.shape[1], -1)
-    return (view * dropout_mask(view, codes)).view_as(h)

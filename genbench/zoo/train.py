@@ -273,8 +273,9 @@ def _stacked_forward(specs: list[ModelSpec], model: nn.Module, device: str) -> C
 
 
 def _stacked_gradient(specs: list[ModelSpec], model: nn.Module, device: str) -> Callable[..., Any] | None:
-    """gradient(params, x (M, B, ...), y (M, B), grads) writing the training loss's gradient into `grads`
-    (views of the optimizer's flat buffer), when the family computes it itself; else None (autograd)."""
+    """gradient(params, buffers, x (M, B, ...), y (M, B), grads) writing the training loss's gradient into `grads`
+    (views of the optimizer's flat buffer) and updating batchnorm's running statistics in `buffers`, when the
+    family computes it itself; else None (autograd)."""
     make = getattr(model, "stacked_gradient", None)
     return None if make is None else make([s.arch for s in specs], device)
 
@@ -319,7 +320,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 xb = _augment_stacked(xb, streams, augmenting)
                 yb = torch.gather(labels, 1, sel.to(device))
                 if gradient is not None:  # the family's own backward pass, into the optimizer's buffer
-                    gradient(params, xb, yb, opt.grads)
+                    gradient(params, buffers, xb, yb, opt.grads)
                 else:
                     logits = forward(params, buffers, xb, True)
                     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
