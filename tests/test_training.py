@@ -55,10 +55,10 @@ def test_one_epoch_batched_equals_one_by_one(pool, family, arch, grid, train):
 
 
 def test_nin_on_signals_batched_equals_one_by_one_in_float64(pool):
-    """DEMOGEN's NiN on signals (the default zoo's family) trains channels last: batched matrix products and one
-    batchnorm over every model's channels (models/stacked.py, conv_last). In float32 its sums run in another order
-    than Conv1d's, and train-mode batchnorm over 5 channels amplifies that rounding into different trajectories
-    within two epochs (0.03 here); in float64 both ways must agree to rounding."""
+    """DEMOGEN's NiN on signals (the official DEMOGEN zoo's family) trains channels last with a hand-written backward
+    (models/stacked_signals.py). In float32 its sums run in another order than Conv1d's, and train-mode batchnorm
+    over 5 channels amplifies that rounding into different trajectories within two epochs (0.03 here); in float64
+    both ways must agree to rounding."""
     import dataclasses
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -72,6 +72,86 @@ def test_nin_on_signals_batched_equals_one_by_one_in_float64(pool):
             _assert_same(train_group(group, wide), [train_one(s, wide) for s in group], atol=1e-10)
     finally:
         torch.set_default_dtype(old)
+
+
+def _signal_params(model, m, scale=0.5):
+    params = {k: (torch.randn(m, *p.shape) * scale).requires_grad_() for k, p in model.named_parameters()}
+    buffers = {k: torch.stack([v] * m).clone() for k, v in model.named_buffers()}
+    for k, v in buffers.items():  # running statistics away from their defaults
+        if k.endswith("running_mean"):
+            v.uniform_(-0.5, 0.5)
+        elif k.endswith("running_var"):
+            v.uniform_(0.5, 2.0)
+    return params, buffers
+
+
+def _signal_cases():
+    from genbench.models.stacked_signals import Conv, Drop, Head, Norm, Relu
+    from genbench.models.cnn1d import CNN1D
+
+    def cnn(kernel, stride, bn):  # cnn1d's module supplies parameters of the right shapes; the head is its Linear
+        layers = []
+        for i in range(3):
+            layers += [Conv(f"blocks.{i}.conv", kernel, stride, kernel // 2)]
+            layers += [Norm(f"blocks.{i}.bn", 1e-5, 0.1)] if bn else []
+            layers += [Relu(), Drop()]
+        return lambda length: CNN1D(in_shape=[length], num_classes=4, channels=5, depth=3, kernel_size=kernel,
+                                    stride=stride, batchnorm=bn), layers + [Head("head", "mean")]
+
+    return {"cnn-k5-s2-bn": cnn(5, 2, True), "cnn-k3-s1": cnn(3, 1, False), "cnn-k7-s2": cnn(7, 2, False)}
+
+
+@pytest.mark.parametrize("length", [40, 37])
+@pytest.mark.parametrize("case", ["nin", "nin-bn", "cnn-k5-s2-bn", "cnn-k3-s1", "cnn-k7-s2"])
+def test_hand_written_signal_gradient_is_autograds_in_float64(case, length):
+    """models/stacked_signals.py: the gradient written by hand equals autograd's through the same stacked forward
+    (float64, each model with its own dropout rate and the same masks), the running statistics move the same way,
+    and in eval mode each model's logits are its own module's."""
+    from genbench.models.stacked import dropout_rates
+    from genbench.models.stacked_signals import StackedSignals
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.manual_seed(0)
+        m, b = 3, 16
+        archs = [{"dropout": r} for r in (0.0, 0.3, 0.5)]
+        if case.startswith("nin"):
+            make = lambda n: build_model("nin", dict(in_shape=[n], num_classes=4, base_channels=5,  # noqa: E731
+                                                     batchnorm=case == "nin-bn"))
+            net = make(length).stacked_gradient(archs, "cpu")
+        else:
+            make, layers = _signal_cases()[case]
+            net = StackedSignals(layers, dropout_rates(archs, "cpu", layout=(-1, 1, 1)))
+        model = make(length)
+        params, buffers = _signal_params(model, m)
+        twin = {k: v.clone() for k, v in buffers.items()}
+        x, y = torch.randn(m, b, length), torch.randint(0, 4, (m, b))
+        torch.manual_seed(1)
+        logits = net.forward(params, buffers, x, True)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), y.reshape(-1), reduction="sum") / b
+        expected = torch.autograd.grad(loss, list(params.values()))
+        grads = {k: torch.full_like(p, float("nan")) for k, p in params.items()}
+        torch.manual_seed(1)
+        net(params, twin, x, y, grads)
+        scale = max(e.abs().max().item() for e in expected)
+        for (k, g), e in zip(grads.items(), expected):
+            assert torch.allclose(g, e, rtol=0, atol=1e-12 * scale), k
+        for k in buffers:
+            assert torch.equal(buffers[k], twin[k]), k
+        ev = net.forward(params, twin, x, False)
+        for i in range(m):
+            one = make(length).eval()
+            one.load_state_dict({**{k: v[i].detach() for k, v in params.items()}, **{k: v[i] for k, v in twin.items()}})
+            assert torch.allclose(ev[i], one(x[i]), rtol=0, atol=1e-12), i
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_a_convolution_the_grouped_reading_cannot_do_is_refused():
+    from genbench.models.stacked_signals import Conv, Head, fits
+    assert fits([Conv("a", 3, 2, 1), Conv("b", 5, 2, 2), Conv("c", 1), Head("head", "mean")], 37)
+    assert not fits([Conv("a", 4, 2, 2), Head("head", "mean")], 40)  # even kernel: 21 steps out, not 20
+    assert not fits([Conv("a", 3, 1, 0), Head("head", "mean")], 40)  # no padding: 38 steps out
 
 
 def test_groups_split_by_shape_not_by_dropout():
