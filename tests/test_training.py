@@ -102,7 +102,7 @@ def _signal_cases():
 
 
 @pytest.mark.parametrize("length", [40, 37])
-@pytest.mark.parametrize("case", ["nin", "nin-bn", "cnn-k5-s2-bn", "cnn-k3-s1", "cnn-k7-s2"])
+@pytest.mark.parametrize("case", ["nin", "nin-bn", "nin-2ch", "cnn-k5-s2-bn", "cnn-k3-s1", "cnn-k7-s2"])
 def test_hand_written_signal_gradient_is_autograds_in_float64(case, length):
     """models/stacked_signals.py: the gradient written by hand equals autograd's through the same stacked forward
     (float64, each model with its own dropout rate and the same masks), the running statistics move the same way,
@@ -115,9 +115,10 @@ def test_hand_written_signal_gradient_is_autograds_in_float64(case, length):
         torch.manual_seed(0)
         m, b = 3, 16
         archs = [{"dropout": r} for r in (0.0, 0.3, 0.5)]
+        channels = [2] if case == "nin-2ch" else []  # signals [C, L] as well as [L]
         if case.startswith("nin"):
-            make = lambda n: build_model("nin", dict(in_shape=[n], num_classes=4, base_channels=5,  # noqa: E731
-                                                     batchnorm=case == "nin-bn"))
+            make = lambda n: build_model("nin", dict(in_shape=[*channels, n], num_classes=4,  # noqa: E731
+                                                     base_channels=5, batchnorm=case != "nin"))
             net = make(length).stacked_gradient(archs, "cpu")
         else:
             make, layers = _signal_cases()[case]
@@ -125,7 +126,7 @@ def test_hand_written_signal_gradient_is_autograds_in_float64(case, length):
         model = make(length)
         params, buffers = _signal_params(model, m)
         twin = {k: v.clone() for k, v in buffers.items()}
-        x, y = torch.randn(m, b, length), torch.randint(0, 4, (m, b))
+        x, y = torch.randn(m, b, *channels, length), torch.randint(0, 4, (m, b))
         torch.manual_seed(1)
         logits = net.forward(params, buffers, x, True)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), y.reshape(-1), reduction="sum") / b

@@ -62,10 +62,10 @@ class NiN(nn.Module):
         """forward(params, buffers, x (M, B, C, H, W) or (M, B, [C,] L), train) -> logits (M, B, classes) of M
         stacked NiNs of this shape, per-model dropout rates: grouped convolutions and one batchnorm call per layer
         for images, channels last for signals (models/stacked_signals.py)."""
-        m, bn = len(archs), self.config["batchnorm"]
-        eps, momentum = (self.blocks[0].bn1.eps, self.blocks[0].bn1.momentum) if bn else (0.0, 0.0)
         if len(self.config["in_shape"]) < 3:
             return self._signal_net(archs, device).forward
+        m, bn = len(archs), self.config["batchnorm"]
+        eps, momentum = (self.blocks[0].bn1.eps, self.blocks[0].bn1.momentum) if bn else (0.0, 0.0)
         codes = stacked.dropout_rates(archs, device)
 
         def forward(p: stacked.Params, b: stacked.Params, x: torch.Tensor, train: bool) -> torch.Tensor:

@@ -223,6 +223,7 @@ def head(h: torch.Tensor, p: Params, layer: Head) -> tuple[torch.Tensor, torch.T
 
 def head_backward(g: torch.Tensor, x: torch.Tensor, h_shape: torch.Size, p: Params, layer: Head, grads: Params
                   ) -> torch.Tensor:
+    """Gradients of the head's weights and bias (into `grads`) and of the activation it read, shaped `h_shape`."""
     w = p[layer.name + ".weight"]
     m = w.shape[0]
     grads[layer.name + ".bias"].copy_(g.sum(1))
