@@ -243,6 +243,8 @@ class StackedSignals:
 
     def __init__(self, layers: Sequence[Layer], codes: Codes):
         self.layers, self.codes = list(layers), codes
+        # the first convolution reads the input, whose gradient nobody needs
+        self.first_conv = next(i for i, layer in enumerate(self.layers) if isinstance(layer, Conv))
 
     @staticmethod
     def inputs(x: torch.Tensor) -> torch.Tensor:
@@ -293,7 +295,6 @@ class StackedSignals:
         logits = self.forward(params, buffers, x, True, tape)
         g = torch.softmax(logits, -1)
         g.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(g[..., :1], -1.0)).div_(y.shape[1])
-        first_conv = next(i for i, layer in enumerate(self.layers) if isinstance(layer, Conv))
         x_head = tape.pop()
         h_shape = tape.pop()
         g = head_backward(g, x_head, h_shape, params, self.layers[-1], grads)
@@ -307,5 +308,5 @@ class StackedSignals:
             elif isinstance(layer, Norm):
                 g = norm_backward(g, saved, layer, grads)
             else:
-                g = conv_backward(g, saved, params, layer, grads, need_input=i > first_conv)
+                g = conv_backward(g, saved, params, layer, grads, need_input=i > self.first_conv)
         return grads
