@@ -1,0 +1,142 @@
+"""Where the time of a batched training step goes, against one model's step: what bounds the speed-up of batching.
+
+For one shape group (the workloads of benchmarks/train_zoo.py: `--family`, `--data`, `--base-channels`, `--models`)
+three things are timed in one process, in alternating rounds, each per model and per step of one batch:
+
+- `one`: one model's `torch.optim` step (forward, backward, update), as `train_one` takes it;
+- `stacked`: the stacked step of `train_group` (the family's hand-written gradient, or autograd through its stacked
+  forward, then the stacked optimizer);
+- `kernels`: the stacked step's compute kernels alone (matrix products and convolutions, at the shapes, strides and
+  arguments the step calls them with, replayed on fresh tensors).
+
+It prints stacked / one (the step's speed-up, data loading and augmentation left out on both sides), the kernels'
+share of the stacked step, and one / kernels: the speed-up if everything but the kernels (batchnorm, ReLU, dropout,
+the shifted adds, the update: work that reads and writes whole activations) were free, the ceiling of this layout.
+Usage: python benchmarks/train_anatomy.py [--family cnn1d|nin|mlp] [--data cifar|mnist1d] [--base-channels 32]
+       [--models 16] [--rounds 9]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import genbench.zoo.train as T
+from genbench.harness.malloc import keep_freed_memory
+
+from train_zoo import workload
+
+KERNELS = {torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.mm, torch.ops.aten.addmm,
+           torch.ops.aten.convolution, torch.ops.aten.convolution_backward}  # every overload (out= included)
+
+
+class _Record(TorchDispatchMode):
+    """Every compute kernel a step calls: the op, and its arguments with tensors as (shape, stride, dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in KERNELS:
+            meta = lambda a: ("T", a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a  # noqa: E731
+            self.calls.append((func, [meta(a) for a in args], {k: meta(v) for k, v in (kwargs or {}).items()}))
+        return func(*args, **(kwargs or {}))
+
+
+def _replayer(calls: list):
+    """A function that runs the recorded kernels again on fresh tensors of the same layout."""
+    def fresh(a):
+        if isinstance(a, tuple) and a and a[0] == "T":
+            _, shape, stride, dtype = a
+            return torch.empty_strided(shape, stride, dtype=dtype).normal_()
+        return a
+    ready = [(f, [fresh(a) for a in args], {k: fresh(v) for k, v in kw.items()}) for f, args, kw in calls]
+
+    def run():
+        for f, args, kw in ready:
+            f(*args, **kw)
+    return run
+
+
+def _stacked_step(specs, pool):
+    """The stacked training step of one shape group on one batch per model (what train_group repeats)."""
+    models = [T.init_model(s, pool) for s in specs]
+    shapes = {k: p.shape for k, p in models[0].named_parameters()}
+    states = [m.state_dict() for m in models]
+    flat = torch.stack([torch.cat([sd[k].flatten() for k in shapes]) for sd in states])
+    params = T._views(flat, shapes)
+    buffers = {k: torch.stack([sd[k] for sd in states]) for k, _ in models[0].named_buffers()}
+    forward = T._stacked_forward(specs, models[0], "cpu")
+    gradient = T._stacked_gradient(specs, models[0], "cpu")
+    opt = T._StackedOptimizer(flat, specs, shapes)
+    plist = list(params.values())
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, len(pool.y_train), (len(specs), T._Batches(specs[0], pool).bs), generator=g)
+    x, y = pool.x_train[rows], pool.y_train[rows]
+
+    def step():
+        if gradient is not None:
+            gradient(params, buffers, x, y, opt.grads)
+        else:
+            logits = forward(params, buffers, x, True)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum") / y.shape[1]
+            opt.set_grads(torch.autograd.grad(loss, plist))
+        opt.step(1.0)
+
+    return step, models[0], x[0], y[0], specs[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", choices=("mlp", "cnn1d", "nin"), default="cnn1d")
+    ap.add_argument("--data", choices=("cifar", "mnist1d"), default="mnist1d")
+    ap.add_argument("--base-channels", type=int, default=32)
+    ap.add_argument("--models", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args()
+    torch.set_flush_denormal(True)
+    keep_freed_memory()  # as `genbench zoo build` trains
+    specs, pool, what = workload(args.family, 1, args.models, args.base_channels, args.data)
+    stacked, model, x1, y1, spec = _stacked_step(specs, pool)
+    t = spec.train
+    opt = torch.optim.SGD(model.parameters(), lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
+    model.train()
+
+    def one():
+        loss = F.cross_entropy(model(x1), y1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    stacked()
+    with _Record() as rec:
+        stacked()
+    kernels = _replayer(rec.calls)
+    m = len(specs)
+    sides = {"one": (one, 1, 4 * m), "stacked": (stacked, m, 4), "kernels": (kernels, m, 4)}
+    ms: dict[str, list[float]] = {k: [] for k in sides}
+    for r in range(args.rounds):
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            fn, per, reps = sides[name]
+            fn()
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            ms[name].append((time.perf_counter() - start) / reps / per * 1e3)
+    med = {k: statistics.median(v) for k, v in ms.items()}
+    print(f"{m} {what}, one training step (batch {len(y1)}), {torch.get_num_threads()} threads, "
+          f"medians of {args.rounds} alternating rounds, per model:")
+    print(f"  one model, torch.optim loop: {med['one']:.3f} ms")
+    print(f"  stacked step:                {med['stacked']:.3f} ms  -> speed-up {med['one'] / med['stacked']:.2f}x")
+    print(f"  its {len(rec.calls)} compute kernels alone: {med['kernels']:.3f} ms  "
+          f"({100 * med['kernels'] / med['stacked']:.0f}% of the stacked step)")
+    print(f"  ceiling if all but the kernels were free: {med['one'] / med['kernels']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
