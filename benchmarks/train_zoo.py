@@ -78,6 +78,8 @@ def workload(family: str, epochs: int, models: int, base_channels: int, data: st
         what = f"NiNs ({base_channels} channels) on " + ("MNIST-1D (1-D convolutions)" if data == "mnist1d" else
                                                           "CIFAR-shaped inputs")
     grid = {k: v for k, v in CONV_GRID.items() if k != "batchnorm"}  # one shape group: batchnorm on for all
+    cells = len(grid["dropout"]) * len(grid["weight_decay"]) * len(grid["augment"])
+    grid["seed"] = list(range(max(len(grid["seed"]), -(-models // cells))))  # enough seeds for `models` models
     recipe = parse_recipe({"name": f"bench-{family}", "dataset": dataset, "family": family,
                            "arch": {**arch, "batchnorm": True}, "grid": grid,
                            "train": {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 128,
