@@ -56,8 +56,8 @@ def compare(a: dict[str, dict], b: dict[str, dict]) -> None:
         z = [abs(va - vb) / math.hypot((ia[1] - ia[0]) / 3.92, (ib[1] - ib[0]) / 3.92)
              for (va, ia), (vb, ib) in pairs if ia[1] > ia[0] or ib[1] > ib[0]]
         print(f"{key:9s} {len(pairs):3d}  {in_b:17d}  {in_a:8d}  {statistics.median(z):6.2f}, {sum(v > 1.96 for v in z)}")
-    adds = {n: tuple(_score(r[n], "delta_r2")[1][0] > 0 for r in (a, b)) for n in common
-            if _score(a[n], "delta_r2") and _score(b[n], "delta_r2")}
+    deltas = {n: (_score(a[n], "delta_r2"), _score(b[n], "delta_r2")) for n in common}
+    adds = {n: (da[1][0] > 0, db[1][0] > 0) for n, (da, db) in deltas.items() if da and db}
     flips = sorted(n for n, (x, y) in adds.items() if x != y)
     print(f"adds to the recipe: {sum(x for x, _ in adds.values())} in A, {sum(y for _, y in adds.values())} in B, "
           f"{sum(x and y for x, y in adds.values())} in both; flipped ({len(flips)}): {', '.join(flips) or 'none'}")

@@ -25,6 +25,7 @@ Usage: python benchmarks/train_zoo.py [--family mlp|cnn1d|nin] [--data cifar|mni
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -78,7 +79,7 @@ def workload(family: str, epochs: int, models: int, base_channels: int, data: st
         what = f"NiNs ({base_channels} channels) on " + ("MNIST-1D (1-D convolutions)" if data == "mnist1d" else
                                                           "CIFAR-shaped inputs")
     grid = {k: v for k, v in CONV_GRID.items() if k != "batchnorm"}  # one shape group: batchnorm on for all
-    cells = len(grid["dropout"]) * len(grid["weight_decay"]) * len(grid["augment"])
+    cells = math.prod(len(v) for k, v in grid.items() if k != "seed")
     grid["seed"] = list(range(max(len(grid["seed"]), -(-models // cells))))  # enough seeds for `models` models
     recipe = parse_recipe({"name": f"bench-{family}", "dataset": dataset, "family": family,
                            "arch": {**arch, "batchnorm": True}, "grid": grid,
