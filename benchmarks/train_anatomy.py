@@ -66,27 +66,13 @@ def _replayer(calls: list):
 def _stacked_step(specs, pool):
     """The stacked training step of one shape group on one batch per model (what train_group repeats)."""
     models = [T.init_model(s, pool) for s in specs]
-    shapes = {k: p.shape for k, p in models[0].named_parameters()}
-    states = [m.state_dict() for m in models]
-    flat = torch.stack([torch.cat([sd[k].flatten() for k in shapes]) for sd in states])
-    params = T._views(flat, shapes)
-    buffers = {k: torch.stack([sd[k] for sd in states]) for k, _ in models[0].named_buffers()}
-    forward = T._stacked_forward(specs, models[0], "cpu")
-    gradient = T._stacked_gradient(specs, models[0], "cpu")
-    opt = T._StackedOptimizer(flat, specs, shapes)
-    plist = list(params.values())
+    stack = T.Stack(specs, models, "cpu")
     g = torch.Generator().manual_seed(0)
     rows = torch.randint(0, len(pool.y_train), (len(specs), T._Batches(specs[0], pool).bs), generator=g)
     x, y = pool.x_train[rows], pool.y_train[rows]
 
     def step():
-        if gradient is not None:
-            gradient(params, buffers, x, y, opt.grads)
-        else:
-            logits = forward(params, buffers, x, True)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum") / y.shape[1]
-            opt.set_grads(torch.autograd.grad(loss, plist))
-        opt.step(1.0)
+        stack.step(x, y, 1.0)
 
     return step, models[0], x[0], y[0], specs[0]
 

@@ -280,6 +280,48 @@ def _stacked_gradient(specs: list[ModelSpec], model: nn.Module, device: str) -> 
     return None if make is None else make([s.arch for s in specs], device)
 
 
+class Stack:
+    """The model side of a stacked group: every model's weights in one flat buffer (a view per parameter), its
+    buffers stacked, the family's stacked forward and gradient, and the optimizer over the flat buffer."""
+
+    def __init__(self, specs: list[ModelSpec], models: list[nn.Module], device: str):
+        self.template = models[0]
+        self.shapes = {k: p.shape for k, p in self.template.named_parameters()}
+        states = [m.state_dict() for m in models]  # once per model: a state_dict detaches every tensor
+        self.flat = torch.stack([torch.cat([sd[k].flatten() for k in self.shapes]) for sd in states]).to(device)
+        self.params = _views(self.flat, self.shapes)
+        self.buffers = {k: torch.stack([sd[k] for sd in states]).to(device) for k, _ in self.template.named_buffers()}
+        self.opt = _StackedOptimizer(self.flat, specs, self.shapes)
+        self.device = device
+        self._compile(specs)
+
+    def _compile(self, specs: list[ModelSpec]) -> None:
+        self.forward = _stacked_forward(specs, self.template, self.device)
+        self.gradient = _stacked_gradient(specs, self.template, self.device)
+
+    def step(self, xb: torch.Tensor, yb: torch.Tensor, factor: float) -> None:
+        """One training step of every model on its batch (xb (M, B, ...), yb (M, B)), learning rates x `factor`."""
+        if self.gradient is not None:  # the family's own backward pass, into the optimizer's buffer
+            self.gradient(self.params, self.buffers, xb, yb, self.opt.grads)
+        else:
+            logits = self.forward(self.params, self.buffers, xb, True)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / yb.shape[1]
+            self.opt.set_grads(torch.autograd.grad(loss, list(self.params.values())))
+        self.opt.step(factor)
+
+    def keep(self, pos: torch.Tensor, specs: list[ModelSpec]) -> None:
+        """Keep only the models at stack positions `pos`, whose specs are `specs` (the others have finished)."""
+        self.flat = self.flat[pos]
+        self.params = _views(self.flat, self.shapes)
+        self.buffers = {k: v[pos] for k, v in self.buffers.items()}
+        self.opt.keep(pos, self.flat)
+        self._compile(specs)
+
+    def model_state(self, slot: int) -> dict[str, torch.Tensor]:
+        """The weights and buffers of the model at stack position `slot`, as a one-model state dict."""
+        return {k: v[slot].detach().cpu().clone() for k, v in {**self.params, **self.buffers}.items()}
+
+
 def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 on_epoch: Callable[[int], None] | None = None) -> list[Trained]:
     """Train models that share a `group_key` together as one stacked model; a model that meets the
@@ -288,17 +330,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
     t = specs[0].train
     models = [init_model(s, pool) for s in specs]
     init_states = [{k: v.clone() for k, v in m.state_dict().items()} for m in models]
-    bnames = [k for k, _ in models[0].named_buffers()]
-    shapes = {k: p.shape for k, p in models[0].named_parameters()}
-    names = list(shapes)
-    states = [m.state_dict() for m in models]  # once per model: a state_dict detaches every tensor
-    flat = torch.stack([torch.cat([sd[k].flatten() for k in names]) for sd in states]).to(device)
-    params = _views(flat, shapes)
-    buffers = {k: torch.stack([sd[k] for sd in states]).to(device) for k in bnames}
-    plist = [params[k] for k in names]
-    forward = _stacked_forward(specs, models[0], device)
-    gradient = _stacked_gradient(specs, models[0], device)
-    opt = _StackedOptimizer(flat, specs, shapes)
+    stack = Stack(specs, models, device)
     streams = [_Batches(s, pool) for s in specs]
     idx = torch.stack([d.idx for d in streams])
     labels = torch.stack([d.labels for d in streams]).to(device)
@@ -318,49 +350,32 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
                 rows = torch.gather(idx, 1, sel).view(-1).to(device)
                 xb = x_pool.index_select(0, rows).view(*sel.shape, *x_pool.shape[1:])
                 xb = _augment_stacked(xb, streams, augmenting)
-                yb = torch.gather(labels, 1, sel.to(device))
-                if gradient is not None:  # the family's own backward pass, into the optimizer's buffer
-                    gradient(params, buffers, xb, yb, opt.grads)
-                else:
-                    logits = forward(params, buffers, xb, True)
-                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum") / bs
-                    opt.set_grads(torch.autograd.grad(loss, plist))
-                opt.step(factor)
+                stack.step(xb, torch.gather(labels, 1, sel.to(device)), factor)
                 steps += 1
             if on_epoch:
                 on_epoch(len(alive))
             if t["stop"] is not None:
-                acc, ce = _stacked_train_metrics(forward, params, buffers, x_pool, idx, labels)
+                acc, ce = _stacked_train_metrics(stack.forward, stack.params, stack.buffers, x_pool, idx, labels)
                 for slot, i in enumerate(alive):
                     if _met(t["stop"], float(acc[slot]), float(ce[slot])):
-                        done[i] = (_slice(params, buffers, slot), epoch, steps)
+                        done[i] = (stack.model_state(slot), epoch, steps)
                 if len(done) == m_count:
                     break
                 keep = [slot for slot, i in enumerate(alive) if i not in done]
                 if len(keep) < len(alive):
                     alive = [alive[slot] for slot in keep]
                     pos = torch.tensor(keep, device=device)
-                    flat = flat[pos]
-                    params = _views(flat, shapes)
-                    buffers = {k: v[pos] for k, v in buffers.items()}
-                    plist = [params[k] for k in names]
-                    opt.keep(pos, flat)
+                    stack.keep(pos, [specs[i] for i in alive])
                     streams = [streams[slot] for slot in keep]
                     idx, labels = idx[pos.cpu()], labels[pos]
                     augmenting = [slot for slot, i in enumerate(alive) if specs[i].train["augment"]]
-                    forward = _stacked_forward([specs[i] for i in alive], models[0], device)
-                    gradient = _stacked_gradient([specs[i] for i in alive], models[0], device)
     seconds = (time.perf_counter() - start) / m_count
     out = []
     for i, s in enumerate(specs):
-        state, ep, st = done.get(i) or (_slice(params, buffers, alive.index(i)), epoch, steps)
+        state, ep, st = done.get(i) or (stack.model_state(alive.index(i)), epoch, steps)
         converged = None if t["stop"] is None else i in done
         out.append(Trained(s, state, init_states[i], ep, st, converged, seconds))
     return out
-
-
-def _slice(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
-    return {k: v[i].detach().cpu().clone() for k, v in {**params, **buffers}.items()}
 
 
 @torch.no_grad()
