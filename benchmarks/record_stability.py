@@ -9,7 +9,8 @@ entries whose "adds to the recipe" verdict (the lower end of the delta R^2 inter
 score whether the entries keep their order (Kendall tau between the two sets' values) and how far the set moved
 as a whole (the mean of B - A): a score that moves every entry together keeps the ranking but not a threshold.
 `--rules` also tries stricter "adds" verdicts (a minimum delta R^2; the interval above 0 on each seed half of the
-zoo, re-fitted there with its own resamples: needs the zoo built here, --zoo NAME; some minutes) and prints how many
+zoo, re-fitted there with its own resamples: needs the zoo built here, --zoo NAME, for the models' grid levels, while
+each set's own gaps and values are used, so two versions of one recipe share it; some minutes) and prints how many
 entries each set says add, how many flip, and the overlap (shared / either).
 Usage: python benchmarks/record_stability.py DIR_A DIR_B [--rules --zoo NAME]  (two folders of records of one zoo)
        python benchmarks/record_stability.py --git REV_A REV_B --zoo NAME [--rules]  (the records shipped at two commits)
