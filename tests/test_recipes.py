@@ -8,7 +8,7 @@ from genbench.zoo.recipe import list_recipes, load_recipe, parse_recipe
 
 SHIPPED = {"mnist1d-demogen": 216, "mnist1d-fragility": 750, "mnist1d-fantastic": 1215, "digits-mlp": 24,
            "demogen-nin-cifar10": 216, "demogen-resnet32-cifar10": 216, "demogen-resnet32-cifar100": 324,
-           "demogen-nin-mnist1d": 216, "digits-nin": 8, "fantastic-cnn-mnist1d": 243}
+           "demogen-nin-mnist1d": 216, "digits-nin": 8, "fantastic-cnn-mnist1d": 243, "fragility-cnn-mnist1d": 750}
 
 
 @pytest.mark.parametrize("name,count", sorted(SHIPPED.items()))
@@ -47,6 +47,17 @@ def test_fragility_twins_share_init_data_and_order_with_their_baseline():
             assert t.train["optimizer"] == "adam" and base.train["optimizer"] == "sgd"
     # replicates of one seed draw nested subsets: the data seed depends on the seed axis only
     assert len({s.data_seed for s in specs}) == 5
+
+
+def test_the_cnn_twin_of_the_fragility_zoo_differs_from_it_only_in_the_network():
+    mlp, cnn = load_recipe("mnist1d-fragility"), load_recipe("fragility-cnn-mnist1d")
+    assert (mlp.family, cnn.family) == ("mlp", "cnn1d") and cnn.arch == {"depth": 3, "channels": 32}
+    assert (cnn.dataset, cnn.grid, cnn.train, cnn.twins, cnn.seed) == (mlp.dataset, mlp.grid, mlp.train, mlp.twins,
+                                                                       mlp.seed)
+    same = ("model_id", "init_seed", "data_seed", "run_seed", "train", "twin_of", "perturbation")
+    for a, b in zip(mlp.expand(), cnn.expand(), strict=True):
+        assert {k: getattr(a, k) for k in same} == {k: getattr(b, k) for k in same}
+        assert {k: v for k, v in a.hp.items() if k not in a.arch} == {k: v for k, v in b.hp.items() if k not in b.arch}
 
 
 def test_demogen_grid_models_get_distinct_inits():
