@@ -80,10 +80,11 @@ def _half_deltas(rec: dict, zoo, fits: dict) -> dict[str, float]:
     import numpy as np
 
     from genbench.defaults import N_BOOT
-    from genbench.scoring.recipe import REPLICATE, RecipePlus, with_recipe
-    from genbench.scoring.regression import cross_validate
-    from genbench.scoring.resample import percentile_interval, pooled_scores, resample_weights
-    from genbench.scoring.scores import _offered_phi, recipe_fit
+    from genbench.scoring.recipe import REPLICATE
+    from genbench.scoring.regression import K_FOLDS, REPEATS
+    from genbench.scoring.resample import percentile_interval, resample_weights
+    from genbench.scoring.scores import _add_delta, _offered_phi, recipe_fit
+    from genbench.scoring.spec import MeasureScores
 
     vals = rec["values"]
     ids, y = np.array(vals["model_id"]), np.array(vals["gap"], float)
@@ -98,10 +99,11 @@ def _half_deltas(rec: dict, zoo, fits: dict) -> dict[str, float]:
         w = resample_weights(int(m.sum()), table_sha256=f"{zoo.table_sha256}:half{h}", seed=0, n_boot=N_BOOT)
         if key not in fits:
             fits[key] = recipe_fit(zoo, list(ids[m]), y[m], w)
-        feats, alone, alone_draws = fits[key]
-        plus = cross_validate(RecipePlus(feats.shape[1], phi), with_recipe(feats, x[m]), y[m])
-        iv = percentile_interval(pooled_scores(y[m], plus.heldout, w)[0] - alone_draws)
-        out[f"d{h}"], out[f"lo{h}"] = plus.kfold_r2 - alone.kfold_r2, (iv[0] if iv else math.nan)
+        s = MeasureScores(measure=rec["measure"], kind=rec["kind"], transform=phi, target="gap", n=int(m.sum()),
+                          dropped=0, features=x.shape[1])
+        _add_delta(s, x[m], y[m], w, fits[key], k=K_FOLDS, repeats=REPEATS, regressed=True, phi=phi)  # the scorer's
+        iv = percentile_interval(s.samples["delta_r2"])
+        out[f"d{h}"], out[f"lo{h}"] = s.values["delta_r2"], (iv[0] if iv else math.nan)
     return out
 
 

@@ -317,6 +317,21 @@ class Stack:
         self.opt.keep(pos, self.flat)
         self._compile(specs)
 
+    @torch.no_grad()
+    def train_metrics(self, x_pool: torch.Tensor, idx: torch.Tensor, labels: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-model accuracy and cross-entropy on its un-augmented training subset, eval mode."""
+        m, n = idx.shape
+        correct = torch.zeros(m, device=x_pool.device)
+        loss = torch.zeros(m, device=x_pool.device)
+        for i in range(0, n, EVAL_BATCH):
+            xb = x_pool[idx[:, i:i + EVAL_BATCH].to(x_pool.device)]
+            yb = labels[:, i:i + EVAL_BATCH]
+            logits = self.forward(self.params, self.buffers, xb, False)
+            loss += F.cross_entropy(logits.transpose(1, 2), yb, reduction="none").sum(1)
+            correct += (logits.argmax(-1) == yb).sum(1)
+        return (correct / n).cpu(), (loss / n).cpu()
+
     def model_state(self, slot: int) -> dict[str, torch.Tensor]:
         """The weights and buffers of the model at stack position `slot`, as a one-model state dict."""
         return {k: v[slot].detach().cpu().clone() for k, v in {**self.params, **self.buffers}.items()}
@@ -355,7 +370,7 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
             if on_epoch:
                 on_epoch(len(alive))
             if t["stop"] is not None:
-                acc, ce = _stacked_train_metrics(stack.forward, stack.params, stack.buffers, x_pool, idx, labels)
+                acc, ce = stack.train_metrics(x_pool, idx, labels)
                 for slot, i in enumerate(alive):
                     if _met(t["stop"], float(acc[slot]), float(ce[slot])):
                         done[i] = (stack.model_state(slot), epoch, steps)
@@ -376,18 +391,3 @@ def train_group(specs: list[ModelSpec], pool: Pool, device: str = "cpu",
         converged = None if t["stop"] is None else i in done
         out.append(Trained(s, state, init_states[i], ep, st, converged, seconds))
     return out
-
-
-@torch.no_grad()
-def _stacked_train_metrics(forward, params, buffers, x_pool, idx, labels) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-model accuracy and cross-entropy on its un-augmented training subset, eval mode."""
-    m, n = idx.shape
-    correct = torch.zeros(m, device=x_pool.device)
-    loss = torch.zeros(m, device=x_pool.device)
-    for i in range(0, n, EVAL_BATCH):
-        xb = x_pool[idx[:, i:i + EVAL_BATCH].to(x_pool.device)]
-        yb = labels[:, i:i + EVAL_BATCH]
-        logits = forward(params, buffers, xb, False)
-        loss += F.cross_entropy(logits.transpose(1, 2), yb, reduction="none").sum(1)
-        correct += (logits.argmax(-1) == yb).sum(1)
-    return (correct / n).cpu(), (loss / n).cpu()
