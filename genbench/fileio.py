@@ -1,10 +1,12 @@
 """Atomic writes and content hashes: nothing half-written is ever read, every file can be checked."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,32 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def read_capped(path: str | Path, limit: int, *, what: str = "file", dir_fd: int | None = None,
+                shown: str | Path | None = None) -> bytes:
+    """The bytes of a file someone else wrote (a submission's, a record), read only when it is a regular file (not a
+    symbolic link, a pipe or a device) of at most `limit` bytes; else a GenbenchError saying which, never quoting
+    the file. `dir_fd`: read `path` relative to this open folder; `shown`: the path the messages name."""
+    from .errors import GenbenchError
+    name = path if shown is None else shown
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise GenbenchError(f"{what} {name} is a symbolic link; genbench reads no file through a link: put the "
+                                "file itself there") from None
+        raise GenbenchError(f"cannot read {what} {name}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise GenbenchError(f"{what} {name} is not a regular file; genbench reads only regular files there")
+        data = f.read(limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:
+            raise GenbenchError(f"{what} {name} is larger than {limit:,} bytes ({max(st.st_size, len(data)):,}); "
+                                "genbench reads at most that much of it")
+    return data
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import paths
-from .defaults import N_BOOT, SEED, SHIPPED_RESULTS
+from .defaults import SHIPPED_RESULTS
 from .errors import GenbenchError
-from .fileio import json_safe, write_json_atomic
+from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
+from .text import TEXT_LIMIT, excerpt, plain_text, safe_text
 from .scoring.spec import SCORE_NAMES, MeasureScores
 from .version import __version__
 
@@ -30,6 +31,7 @@ T = TypeVar("T")
 SCHEMA = 3  # 3: the direction-held k-fold R^2, delta_r2, the direction check; 2: pooled repeated k-fold, paired
 #              resamples, baselines, refusals (docs/architecture.md)
 REQUIRED = ("schema", "name", "measure", "zoo", "status")
+RECORD_MAX_BYTES = 64 * 2**20  # a record holds per-model values: ~0.3 MB on a zoo of 200 models
 
 
 def finite(x: Any) -> float | None:
@@ -252,6 +254,16 @@ class Record(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Record({self.zoo_name}/{self.name}, {self.status})"
 
+    def shown(self, attr: str, *, limit: int | None = TEXT_LIMIT, markup: bool = True) -> str:
+        """An accessor's value as text safe on a terminal ('' for None): `r.shown("failure")`, `r.shown("title")`,
+        `r.shown("name")`. Everything a record holds is untrusted (a forged record's fields may carry control
+        sequences, bidirectional overrides or rich markup), so views show its strings through this or
+        genbench.text: escaped for rich (`markup`), else plain (`plain_text`); the record keeps what it holds."""
+        value = getattr(self, attr)
+        if value is None:
+            return ""
+        return (safe_text if markup else plain_text)(value, limit=limit)
+
     # ------------------------------------------------------------ the entry
 
     measure: _Field[str | None] = _Field("The registered measure the entry runs.")
@@ -292,6 +304,12 @@ class Record(Mapping[str, Any]):
     def submission(self) -> Mapping[str, Any] | None:
         """The submission's metadata (title, authors, contact, paper_url, licence, entry, path), if submitted."""
         return _mapping(self.data.get("submission"))
+
+    @property
+    def title(self) -> str | None:
+        """A submission's title (None for a built-in); untrusted text: show it with `shown("title")`."""
+        t = (self.submission or {}).get("title")
+        return None if t is None else str(t)
 
     @property
     def submission_path(self) -> str | None:
@@ -497,16 +515,9 @@ class Record(Mapping[str, Any]):
     @property
     def provenance(self) -> Mapping[str, Any]:
         """genbench version, git commit, measure version and source hash, device, seconds, date, command, and
-        the seed, resamples and audit zoo that `genbench verify` repeats."""
+        the seed, resamples, budget and audit zoo the record was made with (as written: `genbench verify` takes them
+        only within genbench's bounds, entries.verify.trusted_settings)."""
         return _mapping(self.data.get("provenance")) or {}
-
-    def rerun_settings(self) -> dict[str, Any]:
-        """The settings run_entry needs to repeat the record: audit zoo (as requested), resamples, seed, command,
-        and whether a partial zoo is allowed (only for a record made on one)."""
-        prov = self.provenance
-        return {"audit_zoo": prov.get("audit_zoo"), "n_boot": int(prov.get("n_boot", N_BOOT)),
-                "allow_partial": not self.zoo_complete,
-                "seed": int(prov.get("seed", SEED)), "command": prov.get("command", "")}
 
     # ------------------------------------------------------------ the ranking
 
@@ -560,12 +571,20 @@ def write_record(record: Mapping[str, Any], root: str | Path | None = None) -> P
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    """Load and check one record file; its JSON object (JSON only: nothing is unpickled)."""
+    """Load and check one record file; its JSON object (JSON only: nothing is unpickled). The file is read only as
+    a regular file (not through a link) of at most RECORD_MAX_BYTES."""
+    path = Path(path)
+    return parse_record(read_capped(path, RECORD_MAX_BYTES, what="result record"), path)
+
+
+def parse_record(data: bytes, path: str | Path) -> dict[str, Any]:
+    """Check the bytes of a record file read from `path` (named in the errors); its JSON object."""
     path = Path(path)
     try:
-        rec = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GenbenchError(f"cannot read result record {path}: {e}") from None
+        rec = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an integer of thousands of digits
+        why = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise GenbenchError(f"cannot read result record {path}: {why}") from None
     if not isinstance(rec, dict):
         raise GenbenchError(f"{path} is not a genbench result record: it holds a {type(rec).__name__}, not an object")
     missing = [k for k in REQUIRED if k not in rec]
@@ -589,18 +608,19 @@ def _schema_error(path: Path, rec: Mapping[str, Any]) -> str:
         return (f"{path} has record schema {found}, newer than this genbench reads (schema {SCHEMA}): upgrade "
                 "genbench")
     zoo = rec.get("zoo")
-    zoo = zoo.get("name") if isinstance(zoo, Mapping) else zoo
+    zoo = plain_text(zoo.get("name") if isinstance(zoo, Mapping) else zoo, limit=100)
     if found == 2:
         return (f"{path} has record schema 2; this genbench reads schema {SCHEMA}, whose ranking k-fold R^2 holds a "
                 "scalar's slope to its declared direction and which says what each entry adds to the recipe: "
                 f"re-score it from its stored values with `genbench leaderboard rescore --results {path.parent.parent}"
                 f" --zoo {zoo}` (the measure is not run again)")
     prov, sub = _mapping(rec.get("provenance")) or {}, _mapping(rec.get("submission"))
-    command = str(prov.get("command") or "")
+    command = plain_text(prov.get("command") or "", limit=300)
     if not (sub and command.startswith("genbench submit")):  # a built-in: `leaderboard run` makes its record
-        command = f"genbench leaderboard run {rec.get('measure') or rec.get('name')} --zoo {zoo}"
-    return (f"{path} has record schema {found!r}; this genbench reads schema {SCHEMA} (pooled repeated k-fold R^2, "
-            "paired bootstrap resamples, baseline rows), whose scores are not comparable with older ones: "
+        measure = plain_text(rec.get("measure") or rec.get("name"), limit=100)
+        command = f"genbench leaderboard run {measure} --zoo {zoo}"
+    return (f"{path} has record schema {excerpt(found)}; this genbench reads schema {SCHEMA} (pooled repeated "
+            "k-fold R^2, paired bootstrap resamples, baseline rows), whose scores are not comparable with older ones: "
             f"regenerate it with `{command}`")
 
 
@@ -635,8 +655,8 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
             why.append(f"skipped {p}: {e}" if str(p) not in str(e) else f"skipped: {e}")
             continue
         if where != p:
-            why.append(f"skipped {p}: it is the record of entry {rec.name!r} on zoo {rec.zoo_name!r}, whose place is "
-                       f"{where}; move it there or remove it")
+            why.append(f"skipped {p}: it is the record of entry {excerpt(rec.name)} on zoo {excerpt(rec.zoo_name)}, "
+                       f"whose place is {where}; move it there or remove it")
             continue
         recs.append(rec)
     if len(old) == 1:

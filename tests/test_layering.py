@@ -15,7 +15,7 @@ import genbench
 
 PACKAGE = Path(genbench.__file__).parent
 # The shared base (errors, files, paths, defaults, CPU numerics, device, the generic Ray plumbing) sits below everything.
-BASE = ("errors", "fileio", "paths", "defaults", "numerics", "device", "version", "remote", "lazy")
+BASE = ("errors", "fileio", "paths", "defaults", "numerics", "device", "version", "remote", "lazy", "text")
 LAYERS = [BASE, ("models",), ("zoo",), ("measures",), ("harness",), ("scoring",), ("record",), ("leaderboard",),
           ("entries",), ("cli", "__main__")]
 TORCH_LAYERS = ("models", "zoo", "measures", "harness")  # what the leaderboard never imports (nor entries above it)

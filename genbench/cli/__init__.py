@@ -20,5 +20,7 @@ def main() -> None:
     try:
         app()
     except GenbenchError as e:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {e}", highlight=False)
+        from ..text import safe_text  # an error may quote untrusted text (a record's, a submission's): escaped
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {safe_text(e, limit=4000, newlines=True)}",
+                                   highlight=False)
         sys.exit(2)

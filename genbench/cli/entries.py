@@ -3,25 +3,39 @@ clear, add and publish records."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Column, Table
 
-from ..defaults import AUDIT_ZOO, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
+from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
 from ..errors import GenbenchError
 from ..leaderboard.format import number
+from ..text import plain_text, safe_text
 from .app import app, console, leaderboard_app
 from .options import (AllowPartial, Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions,
                       Zoos, check_limits)
 from .zoo import report_push
 
 if TYPE_CHECKING:
-    from ..entries.verify import Verification
+    from ..entries.verify import Limits, Verification
     from ..zoo.storage import Zoo
 
+# what a record may ask verify for: its own values, bounded by these (a record names what to re-run, not what to spend)
+MaxNBoot = Annotated[int, typer.Option("--max-n-boot", help="the most bootstrap resamples a record may ask for (a "
+                                       "record asking for more is re-run with this many, and says so)")]
+MaxBudgetS = Annotated[float, typer.Option("--max-budget-s", help="the longest per-model budget a submission's record "
+                                           "may ask for, in seconds (a longer one is re-run with this, and says so)")]
 
-@leaderboard_app.command("push")
+
+def _limits(max_n_boot: int, max_budget_s: float) -> Limits:
+    from ..entries.verify import Limits
+    check_limits(seconds={"--max-budget-s": max_budget_s}, counts={"--max-n-boot": max_n_boot})
+    return Limits(n_boot=max_n_boot, budget_s=max_budget_s)
+
+
+@leaderboard_app.command("push",
+                         epilog="Example: genbench leaderboard push leaderboard/results ORG/genbench-results")
 def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result records, e.g. {SHIPPED_RESULTS}"),
                      repo: Repo = ...,
                      private: Private = False,
@@ -33,11 +47,11 @@ def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result 
 
 
 
-@leaderboard_app.command("run")
+@leaderboard_app.command("run", epilog="Example: genbench leaderboard run 'norm.*' --zoo demogen-nin-mnist1d")
 def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
                     zoo: Zoos = [DEFAULT_ZOO],
                     results: ResultsOut = None,
-                    audit_zoo: Optional[str] = typer.Option(AUDIT_ZOO, "--audit-zoo",
+                    audit_zoo: Optional[str] = typer.Option(AUTO_AUDIT, "--audit-zoo",
                                                             help="zoo for the fragility audit ('' to skip)"),
                     device: Device = None,
                     n_boot: NBoot = N_BOOT,
@@ -46,6 +60,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                                                    "baseline rows (see `genbench leaderboard baselines`)"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
+    from ..paths import check_writable; check_writable(None, results)  # noqa: E702  before any work
     from tqdm import tqdm
 
     from ..entries.run import run_entry
@@ -87,7 +102,7 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
         console.print(f"{zoo.name} {rec.name}: {said} -> {path}", markup=False, highlight=False)
 
 
-@leaderboard_app.command("baselines")
+@leaderboard_app.command("baselines", epilog="Example: genbench leaderboard baselines --zoo demogen-nin-mnist1d")
 def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None, device: Device = None,
                           n_boot: NBoot = N_BOOT, allow_partial: AllowPartial = False) -> None:
     """Write the baseline rows: the gap predicted from the hyperparameters, from statistics of the weights, from
@@ -103,7 +118,7 @@ def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None,
         _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
 
 
-@leaderboard_app.command("rescore")
+@leaderboard_app.command("rescore", epilog="Example: genbench leaderboard rescore --zoo demogen-nin-mnist1d")
 def leaderboard_rescore(results: Optional[Path] = typer.Option(None, "--results", help="folder of records to "
                                                                "re-score in place (default: $GENBENCH_HOME/results)"),
                         zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo's records (default: all)"),
@@ -122,7 +137,7 @@ def leaderboard_rescore(results: Optional[Path] = typer.Option(None, "--results"
     console.print(f"re-scored {len(written)} record(s) under {root}")
 
 
-@leaderboard_app.command("failed")
+@leaderboard_app.command("failed", epilog="Example: genbench leaderboard failed --remove")
 def leaderboard_failed(results: Optional[Path] = typer.Option(None, "--results", help="folder of records (default: "
                                                               "$GENBENCH_HOME/results)"),
                        remove: bool = typer.Option(False, "--remove", help="delete the failure records listed")
@@ -135,22 +150,24 @@ def leaderboard_failed(results: Optional[Path] = typer.Option(None, "--results",
     root = results or results_dir()
     failed = [r for r in load_records(root, skipped=[]) if not r.ok]
     if not failed:
-        console.print(f"no failure records under {root}", highlight=False)
+        console.print(f"no failure records under {safe_text(root, limit=None)}", highlight=False)
         return
-    t = Table("zoo", "entry", Column("why it failed", overflow="fold"), title=f"failure records under {root}")
-    for r in failed:
-        t.add_row(r.zoo_name, r.name, r.failure or "no reason recorded")
-    console.print(t)
+    t = Table("zoo", "entry", Column("why it failed", overflow="fold"),
+              title=f"failure records under {safe_text(root, limit=None)}")
+    for r in failed:  # a record's fields are untrusted text: escaped, never acted on
+        t.add_row(r.shown("zoo_name"), r.shown("name"), r.shown("failure", limit=1000) or "no reason recorded")
+    console.print(t, highlight=False)
     if remove:
         for r in failed:
             record_path(r, root).unlink()
         console.print(f"removed {len(failed)} failure record(s)", highlight=False)
     else:
-        console.print(f"`genbench leaderboard failed --remove{f' --results {root}' if results else ''}` deletes "
-                      "them", highlight=False, markup=False)
+        again = f" --results {plain_text(root, limit=None)}" if results else ""
+        console.print(f"`genbench leaderboard failed --remove{again}` "
+                      "deletes them", highlight=False, markup=False)
 
 
-@app.command("verify")
+@app.command("verify", epilog="Example: genbench verify ~/.cache/genbench/results/ZOO/NAME.json")
 def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (ZOO/NAME.json in a results "
                                                                  "folder)"),
                rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None, submissions: Submissions = None,
@@ -158,6 +175,7 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
                scores_only: bool = typer.Option(False, "--scores-only", help="do not repeat the fragility audit: "
                                                 "compare the status, scores and per-model values only (when the "
                                                 "audit zoo is not built here)"),
+               max_n_boot: MaxNBoot = N_BOOT, max_budget_s: MaxBudgetS = BUDGET_S,
                ) -> None:
     """Recompute records from scratch (no cache); fail and show the differences if they do not reproduce.
 
@@ -165,42 +183,52 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
     is compared."""
     from ..entries.verify import verify_record
 
+    limits = _limits(max_n_boot, max_budget_s)
     failed = 0
     for path in records:
         v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                          scores_only=scores_only)
+                          scores_only=scores_only, limits=limits)
+        _print_notes(v)
         if v.ok:
             what = "; scores and values only: the audit was not repeated" if scores_only else ""
-            console.print(f"[green]reproduced[/green] {path} (rtol {rtol:g}, atol {atol:g}{what})")
+            console.print(f"[green]reproduced[/green] {safe_text(path, limit=None)} (rtol {rtol:g}, atol {atol:g}"
+                          f"{what})", highlight=False)
             continue
         failed += 1
-        console.print(f"[red]does not reproduce[/red] {path}")
+        console.print(f"[red]does not reproduce[/red] {safe_text(path, limit=None)}", highlight=False)
         _print_why(v)
     if failed:
         raise typer.Exit(1)
 
 
+def _print_notes(v: Verification) -> None:
+    """The record's values verify did not take as written (clamped resamples or budget, a Hub repository ignored)."""
+    for n in v.notes:
+        console.print(f"  note: {plain_text(n, limit=1000)}", markup=False, highlight=False)
+
+
 def _print_why(v: Verification) -> None:
-    """Why a record was not reproduced: its problems, then the numbers that differ beyond the tolerance."""
+    """Why a record was not reproduced: its problems, then the numbers that differ beyond the tolerance (the
+    record's field names and values are untrusted text: escaped)."""
     for p in v.problems:
-        console.print(f"  {p}", markup=False, highlight=False)
+        console.print(f"  {plain_text(p, limit=2000)}", markup=False, highlight=False)
     if v.differences:
         t = Table("field", Column("recorded", overflow="fold"), Column("recomputed", overflow="fold"),
                   title=f"{len(v.differences)} differences beyond rtol {v.rtol:g}, atol {v.atol:g}")
         for field_, old, new in v.differences[:40]:
-            t.add_row(field_, _shown(old), _shown(new))
-        console.print(t)
+            t.add_row(safe_text(field_), _shown(old), _shown(new))
+        console.print(t, highlight=False)
         if len(v.differences) > 40:
             console.print(f"  ... and {len(v.differences) - 40} more", highlight=False)
 
 
 def _shown(x: object, limit: int = 400) -> str:
-    """A recorded or recomputed value as the table shows it: whole, up to `limit` characters."""
-    text = str(x)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    """A recorded or recomputed value as the table shows it: up to `limit` characters, escaped."""
+    return safe_text(x, limit=limit)
 
 
-@leaderboard_app.command("add")
+@leaderboard_app.command("add",
+                         epilog="Example: genbench leaderboard add ~/.cache/genbench/results/ZOO/NAME.json")
 def leaderboard_add(records: list[Path] = typer.Argument(..., help="result record files, e.g. "
                                                           "$GENBENCH_HOME/results/ZOO/NAME.json"),
                     to: Optional[Path] = typer.Option(None, "--to", help="the shipped folder of verified records "
@@ -208,13 +236,15 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                                       "runs from)"),
                     rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None,
                     submissions: Submissions = None, zoo: CitedZoo = None,
+                    reviewed: bool = typer.Option(False, "--reviewed", help="add a submission whose source the "
+                                                  "review flagged (possible data generation or lookup), once a "
+                                                  "maintainer has read it"),
+                    max_n_boot: MaxNBoot = N_BOOT, max_budget_s: MaxBudgetS = BUDGET_S,
                     ) -> None:
     """Verify records and copy each one that reproduces into the shipped folder of verified records.
 
     Each record is recomputed from scratch (no cache) and copied atomically when every number reproduces; failed
     records and those that do not reproduce are refused, saying why."""
-    from rich.markup import escape
-
     from .. import paths
     from ..entries.verify import add_record
 
@@ -224,18 +254,21 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
             raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parents[1]}), not from a "
                                 f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
+    limits = _limits(max_n_boot, max_budget_s)
     refused = 0
     for path in records:
-        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
+        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
+                       reviewed=reviewed, limits=limits)
+        _print_notes(v)
         if v.ok:
             how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced
                                                                         else "")
-            console.print(f"[green]added[/green] {escape(str(path))} -> {escape(str(v.added))} ({how})",
-                          highlight=False)
+            console.print(f"[green]added[/green] {safe_text(path, limit=None)} -> {safe_text(v.added, limit=None)} "
+                          f"({how})", highlight=False)
             continue
         refused += 1
-        console.print(f"[red]refused[/red] {escape(str(path))}: " + ("does not reproduce" if v.differences else
-                                                                     "not added"), highlight=False)
+        console.print(f"[red]refused[/red] {safe_text(path, limit=None)}: " + ("does not reproduce" if v.differences
+                                                                             else "not added"), highlight=False)
         _print_why(v)
     if refused:
         raise typer.Exit(1)

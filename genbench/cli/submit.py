@@ -6,17 +6,18 @@ from typing import Optional
 
 import typer
 
-from ..defaults import AUDIT_ZOO, BUDGET_S, DEFAULT_ZOO, N_BOOT
+from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT
 from ..errors import GenbenchError
 from ..leaderboard.format import DIGITS, number
 from .app import app, console
 from .options import AllowPartial, BudgetS, Device, NBoot, ResultsOut, check_limits
 
 
-@app.command("submit")
+@app.command("submit", epilog="Example: genbench submit submissions/NAME (on the official zoos built here)")
 def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submissions/NAME (measure.py + submission.yaml)"),
                zoo: Optional[list[str]] = typer.Option(None, "--zoo", help="zoo(s) to score on (default: the "
-                                                       f"submission's `zoos`, else {DEFAULT_ZOO})"),
+                                                       "submission's `zoos`, else the official zoos built here, else "
+                                                       f"the demo zoo {DEFAULT_ZOO}, which is not official)"),
                budget_s: BudgetS = BUDGET_S,
                memory_gb: float = typer.Option(4.0, "--memory-gb", help="memory cap of the child process, in GB"),
                timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
@@ -24,7 +25,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                                                               "from the number of models and the budget)"),
                results: ResultsOut = None,
                no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
-               audit_zoo: str = typer.Option(AUDIT_ZOO, "--audit-zoo", help="zoo for the fragility audit"),
+               audit_zoo: str = typer.Option(AUTO_AUDIT, "--audit-zoo", help="zoo for the fragility audit"),
                device: Device = None,
                n_boot: NBoot = N_BOOT,
                allow_partial: AllowPartial = False,
@@ -33,23 +34,31 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                                                 "you can; its records say so and never verify)"),
                ) -> None:
     """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
+    from ..paths import check_writable; check_writable(None, results)  # noqa: E702  before any work
     from ..entries.submit import load_submission, submit, summarize
     from ..leaderboard.columns import HEADLINE, score_spec
     from ..leaderboard.standings import partial_note
     from ..leaderboard.verdict import entry_verdict
+    from ..entries.submit.api import dropped_line
+    from ..entries.submit.zoos import choose_zoos
     from ..record import Record
+    from ..text import plain_text, safe_text
 
     check_limits(seconds={"--budget-s": budget_s, "--memory-gb": memory_gb, "--timeout-s": timeout_s},
                   counts={"--n-boot": n_boot})  # submit() checks them too; here before anything is printed
     sub = load_submission(folder)
-    console.print(f"submission [bold]{sub.name}[/bold]: {sub.title} (entry {sub.entry}), "
-                  f"zoos {', '.join(zoo or sub.zoos)}", highlight=False)
+    choice = choose_zoos(sub, zoo)
+    console.print(f"submission [bold]{safe_text(sub.name)}[/bold]: {safe_text(sub.title)} (entry "
+                  f"{safe_text(sub.entry)}), zoos {safe_text(', '.join(choice.names))}"
+                  + (" (the official zoos built here)" if choice.source == "official" else ""), highlight=False)
+    for note in choice.notes:
+        console.print(note, style="yellow", highlight=False, markup=False)
 
-    def echo(text: str, kind: str) -> None:
+    def echo(text: str, kind: str) -> None:  # a stage quotes the measure's errors; its output is its own: escaped
         if kind == "stage":
-            console.print(f"  -> {text}", highlight=False, markup=False)
+            console.print(f"  -> {plain_text(text, limit=2000)}", highlight=False, markup=False)
         else:
-            console.print(f"     | {text}", style="dim", highlight=False, markup=False)
+            console.print(f"     | {plain_text(text, limit=1000)}", style="dim", highlight=False, markup=False)
 
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
@@ -61,21 +70,29 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
         zname = rec.zoo_name
         if not rec.ok:
             failed += 1
-            console.print(f"[red]{zname}: FAILED[/red] {rec.failure}", highlight=False)
+            console.print(f"[red]{safe_text(zname)}: FAILED[/red] {safe_text(rec.failure, limit=2000)}",
+                          highlight=False)
         else:
             s = summarize(rec)
             headline = "  ".join(f"{score_spec(k).ascii} {number(*s[k], digits=DIGITS)}"
                                  for k in HEADLINE)
             colour, note = ("green", "") if rec.zoo_complete else ("yellow", f"  ({partial_note(rec)})")
             audit = "skipped (--no-audit)" if no_audit else s["verdict"]
-            console.print(f"[{colour}]{zname}: ok[/{colour}]  {headline}  audit: {audit}{note}", highlight=False)
-            for line in entry_verdict(rec, ranked):
-                console.print(f"  {line}", highlight=False, markup=False)
-        console.print(f"  record: {path}", highlight=False)
+            console.print(f"[{colour}]{safe_text(zname)}: ok[/{colour}]  {headline}  audit: "
+                          f"{safe_text(audit, limit=500)}{safe_text(note)}", highlight=False)
+            if (dropped := dropped_line(rec)) is not None:
+                console.print(f"  [yellow]{safe_text(dropped, limit=None)}[/yellow]", highlight=False)
+            for line in entry_verdict(rec, ranked):  # it names the records ranked beside it: untrusted text
+                console.print(f"  {plain_text(line, limit=2000)}", highlight=False, markup=False)
+        console.print(f"  record: {plain_text(path, limit=None)}", highlight=False, markup=False)
     if failed < len(paths):
         console.print("`genbench leaderboard` ranks it beside the shipped records (marked local: not verified); "
                       "`genbench leaderboard add RECORD` verifies it and adds it to them", markup=False,
                       highlight=False)
+    records = [Record.read(path) for path in paths]
+    line = official_verdict(sub.name, [r.zoo_name for r in records], ranked, folder)
+    console.print(line, style="green" if line.startswith("official verdict: mean rank") else "yellow",
+                  highlight=False, markup=False)
     if failed:
         raise typer.Exit(1)
 
@@ -91,6 +108,33 @@ def _ranked_beside_the_shipped(results: Path | None) -> list:
     try:
         return rank_records(shown_records(folders, say=lambda text, kind: None))
     except GenbenchError as e:  # the new records are written; only their place among the others cannot be said
-        console.print(f"cannot rank the new records beside the others: {e}", style="yellow", highlight=False,
-                      markup=False)
+        console.print(f"cannot rank the new records beside the others: {plain_text(e, limit=2000)}", style="yellow",
+                      highlight=False, markup=False)
         return []
+
+
+def official_verdict(name: str, zoos: list[str], ranked: list, folder: Path) -> str:
+    """The last line of `genbench submit`: on the official zoos, the entry's mean rank over them (the leaderboard's
+    aggregate) and the official zoos it is not yet scored on, with the command that gets each; on any other zoo, that
+    the zoo is not official and how to be ranked where the benchmark ranks."""
+    from .. import defaults
+    from ..entries.submit.zoos import get_command
+    from ..leaderboard.standings import mean_ranks
+    from ..text import plain_text
+
+    official = defaults.OFFICIAL_ZOOS
+    missing = [z for z in official if z not in zoos]
+    get = "; ".join(f"`{get_command(z)}`" for z in missing)
+    other = [plain_text(z, limit=100) for z in dict.fromkeys(zoos) if z not in official]
+    if other:
+        are = "is not an official zoo" if len(other) == 1 else "are not official zoos"
+        how = f": get {'it' if len(missing) == 1 else 'them'} with {get}," if missing else ":"
+        return (f"not official: {', '.join(other)} {are}; the benchmark ranks on {', '.join(official)}{how} then "
+                f"`genbench submit {folder}`")
+    mine = next((m for m in mean_ranks(ranked) if m.entry == name and not m.baseline), None)
+    later = f"; not yet scored on {', '.join(missing)}: {get}, then `genbench submit {folder}`" if missing else ""
+    if mine is None:
+        return f"official verdict: not ranked on the official zoos (its records failed or are partial){later}"
+    each = ", ".join(f"{r:g} on {z}" for z, r in mine.ranks.items())
+    return (f"official verdict: mean rank {mine.mean_rank:.1f} over {mine.zoos} of {len(official)} official zoos "
+            f"({each}){later}")

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
+from ..defaults import AUTO_AUDIT, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..measures import Measure, get_measure, list_measures
 from ..numerics import pinned_threads
 from ..record import baseline_record, failed_record, provenance, read_record, scored_record, values_block, \
     write_record
 from ..scoring.spec import MeasureScores
+from ..zoo.roles import resolve_audit_zoo
 from ..zoo.storage import Zoo, load_zoo
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _values(values: pd.DataFrame, m: Measure, zoo: Zoo, s: MeasureScores) -> dic
 
 @pinned_threads()
 def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submission: dict | None = None,
-              audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, budget_s: float | None = BUDGET_S,
+              audit_zoo: str | None = AUTO_AUDIT, device: str | None = None, budget_s: float | None = BUDGET_S,
               n_boot: int = N_BOOT, seed: int = SEED, command: str = "", progress: bool = False,
               cache: bool = True, allow_partial: bool = False, executor: Any = "local") -> dict[str, Any]:
     """Evaluate, score and audit one registered measure on a zoo; return its result record. A partial zoo is
@@ -65,6 +66,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     from ..scoring.scores import measure_matrix
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    audit_zoo = resolve_audit_zoo(audit_zoo, zoo)  # AUTO_AUDIT: the audit zoo of the zoo's family (one rule)
     zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     device = resolve_device(device)
     name = name or m.name

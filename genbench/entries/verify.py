@@ -3,17 +3,21 @@ genbench leaderboard add: the one way into the shipped folder of records, for a 
 from __future__ import annotations
 
 import math
+import numbers
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..defaults import SHIPPED_RESULTS
+from ..defaults import BUDGET_S, N_BOOT, SEED, SHIPPED_RESULTS
 from ..errors import GenbenchError
 from ..paths import is_plain_name
-from ..fileio import atomic_write
+from ..fileio import atomic_write, read_capped
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
-from ..record import Record, record_path
+from ..record import RECORD_MAX_BYTES, Record, parse_record, record_path
+from ..text import excerpt, plain_text
 from .run import NO_AUDIT, baselines_source_hash, run_baselines, run_entry
 
 RTOL, ATOL = 1e-5, 1e-8
@@ -21,6 +25,56 @@ RTOL, ATOL = 1e-5, 1e-8
 # preserving rescaling: float rounding (~1e-6), which moves with the thread count and the order of summation, against
 # a threshold of 0.05. Its value is compared to this absolute tolerance; its `failed` flag, exactly.
 CONTROL_ATOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most a record may ask `verify` for: it names what to re-run (its entry, its zoo, its submission folder);
+    how much to spend comes from genbench (the defaults; the flags --max-n-boot and --max-budget-s raise them)."""
+
+    n_boot: int = N_BOOT
+    budget_s: float = BUDGET_S
+
+
+_REVISION = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def trusted_settings(rec: Record, limits: Limits | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """The settings verify re-runs a record with: its resamples and budget as recorded but never above `limits`,
+    genbench's seed, its audit zoo only when it is one of genbench's zoos (else a GenbenchError); a line is appended
+    to `notes` for each value of the record that was not taken as written."""
+    from ..zoo.roles import recipe_of
+    limits, notes = limits or Limits(), notes if notes is not None else []
+    prov = rec.provenance
+    n_boot = prov.get("n_boot", N_BOOT)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral) or n_boot < 1:
+        notes.append(f"the record's bootstrap count {excerpt(n_boot)} is not a positive integer; verify uses "
+                     f"{limits.n_boot}")
+        n_boot = limits.n_boot
+    elif n_boot > limits.n_boot:
+        notes.append(f"the record asks for {n_boot} bootstrap resamples; verify makes at most {limits.n_boot} "
+                     "(--max-n-boot to raise it), so its intervals will differ")
+        n_boot = limits.n_boot
+    budget_s = prov.get("budget_s", BUDGET_S)
+    if budget_s is None or not _positive(budget_s) or budget_s > limits.budget_s:
+        notes.append(f"the record's per-model budget {excerpt(budget_s)} s is not a positive number of at most "
+                     f"{limits.budget_s:g} s; verify uses {limits.budget_s:g} s (--max-budget-s to raise it)")
+        budget_s = limits.budget_s
+    seed = prov.get("seed", SEED)
+    if seed != SEED or isinstance(seed, bool):
+        notes.append(f"the record says seed {excerpt(seed)}; verify uses genbench's seed {SEED}")
+    audit_zoo = prov.get("audit_zoo")
+    if audit_zoo is not None and not (isinstance(audit_zoo, str) and is_plain_name(audit_zoo)
+                                      and recipe_of(audit_zoo) is not None):
+        raise GenbenchError(f"the record's audit zoo {excerpt(audit_zoo)} is not one of genbench's zoos; verify "
+                            "audits only on those")
+    command = prov.get("command", "")
+    return {"audit_zoo": audit_zoo, "n_boot": int(n_boot), "seed": SEED, "budget_s": float(budget_s),
+            "allow_partial": not rec.zoo_complete, "command": command if isinstance(command, str) else ""}
 
 
 @dataclass
@@ -34,6 +88,7 @@ class Verification:
     atol: float = ATOL
     added: str | None = None  # where add_record copied the record (None: not added)
     replaced: bool = False  # whether it replaced a different record there
+    notes: list[str] = field(default_factory=list)  # the record's values verify did not take as written
 
     @property
     def ok(self) -> bool:
@@ -80,29 +135,53 @@ def _compare(path: str, old: Any, new: Any, out: list[tuple[str, Any, Any]], rto
         out.append((path, old, new))
 
 
+LOCAL = "local:"  # a cited_zoo source: the zoo built here under that name (never a folder of the current directory)
+
+
 def _open(source: str | Path, revision: str | None) -> Zoo:
     s = str(source)
+    if s.startswith(LOCAL):
+        from ..paths import zoos_dir
+        from ..zoo.storage import MANIFEST
+        name = s[len(LOCAL):]
+        if not (zoos_dir() / name / MANIFEST).is_file():
+            raise GenbenchError(f"no zoo {name} is built here")
+        return Zoo(zoos_dir() / name)
     if s.startswith("hf://") and "@" in s and revision is None:  # hf://ORG/NAME@REVISION
         s, revision = s.split("@", 1)
     return load_zoo(s, revision)
 
 
-def cited_zoo(rec: Record, zoo: str | Path | None = None) -> tuple[Zoo | None, str | None]:
+def cited_zoo(rec: Record, zoo: str | Path | None = None, notes: list[str] | None = None
+              ) -> tuple[Zoo | None, str | None]:
     """The zoo a record cites, found by its table hash: `zoo` if given (a folder, a local zoo's name or
-    hf://ORG/NAME[@REVISION]), else the zoo the record names (its Hub commit, or the local build of that name), else
-    the canonical copy on the Hub (HUB_ORG/NAME at the tag of the hash). Returns (zoo, None), or (None, why not)."""
+    hf://ORG/NAME[@REVISION]), else the zoo built here under the record's zoo name, else, for one of genbench's zoos,
+    the canonical copy on the Hub (HUB_ORG/NAME: at the commit the record names, or at the tag of the hash). A Hub
+    repository the record names is never fetched unless it is the canonical one (a line in `notes` says so).
+    Returns (zoo, None), or (None, why not)."""
     from ..zoo.hub import canonical_repo, table_tag
+    from ..zoo.roles import recipe_of
     if not is_plain_name(rec.zoo_name):
-        return None, f"the record's zoo name {rec.zoo_name!r} is not a plain name; verify opens no such path"
+        return None, f"the record's zoo name {excerpt(rec.zoo_name)} is not a plain name; verify opens no such path"
     want = rec.table_sha256
+    want = want if isinstance(want, str) and re.fullmatch(r"[0-9a-f]{64}", want) else None
     tag = table_tag(want) if want else None
     canonical = canonical_repo(rec.zoo_name)
+    known = recipe_of(rec.zoo_name) is not None  # one of genbench's zoos: a recipe's, or a training of one
     tried: list[tuple[str, str]] = []  # (where, what was found there)
-    sources = [(zoo, None)] if zoo is not None else [rec.zoo_source()]
-    if zoo is None and want and rec.zoo_source()[0] != f"hf://{canonical}":
-        sources.append((f"hf://{canonical}", tag))
+    sources: list[tuple[str | Path, str | None]] = [(zoo, None)] if zoo is not None else []
+    if zoo is None:
+        repo, revision = rec.zoo_repo, rec.zoo_revision
+        if repo == canonical and known and isinstance(revision, str) and _REVISION.fullmatch(revision):
+            sources.append((f"hf://{canonical}", revision))
+        elif repo is not None and notes is not None:
+            notes.append(f"the record names the Hub repository {excerpt(repo)}; verify fetches a zoo only from "
+                         f"genbench's canonical copy of its own zoos (pass --zoo hf://REPO to use another)")
+        sources.append((f"{LOCAL}{rec.zoo_name}", None))
+        if want and known and (f"hf://{canonical}", tag) not in sources:
+            sources.append((f"hf://{canonical}", tag))
     for source, revision in sources:
-        where = f"{source}" + (f" at {revision}" if revision else "")
+        where = f"{source}".removeprefix(LOCAL) + (f" at {revision}" if revision else "")
         try:
             z = _open(source, revision)
         except GenbenchError as e:
@@ -123,11 +202,11 @@ def audit_zoo_problem(rec: Record) -> str | None:
     """Why the record's fragility audit cannot be repeated here: its audit zoo is not built (then with the command
     that builds it and how many models that trains); None when it can, or when the record has no audit."""
     from ..zoo.recipe import list_recipes, load_recipe
-    name = rec.rerun_settings()["audit_zoo"]
-    if not name or rec.audit is None:
+    name = rec.provenance.get("audit_zoo")
+    if not name or rec.audit is None or not isinstance(name, str) or not is_plain_name(name):
         return None
     try:
-        load_zoo(name)
+        _open(f"{LOCAL}{name}", None)
         return None
     except GenbenchError:
         pass
@@ -156,7 +235,7 @@ def _compare_outcome(rec: Record, new: Record, v: Verification, *, scores_only: 
 
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
                   submissions: str | Path | None = None, zoo: str | Path | None = None,
-                  scores_only: bool = False) -> Verification:
+                  scores_only: bool = False, limits: Limits | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
     and check that the measure's source hash and the zoo's table hash are still those recorded. A record whose
     audit zoo is not built here is refused, saying how to build it, unless `scores_only`: then the audit is not
@@ -167,29 +246,46 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     checkout's submissions/), never from a path the record names, and every field of the new record except the
     timings (TIMING) is compared with the recorded one: scores, values, audit, metadata and provenance.
 
-    The zoo is the one the record cites by its table hash (`cited_zoo`; `zoo` names a copy of it)."""
+    The zoo is the one the record cites by its table hash (`cited_zoo`; `zoo` names a copy of it). The record
+    names what to re-run; the resamples and budget are its own but never above `limits`, the seed is genbench's
+    (`trusted_settings`; `.notes` says what was not taken as written)."""
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
     if rec.external:
         v.problems.append(EXTERNAL_PROBLEM)
         return v
+    try:
+        settings = trusted_settings(rec, limits, v.notes)
+    except GenbenchError as e:
+        v.problems.append(str(e))
+        return v
     if rec.data.get("baseline") is True:
-        return _verify_baseline(rec, v, device=device, zoo=zoo)
+        return _verify_baseline(rec, v, device=device, zoo=zoo, settings=settings)
     if not scores_only and (why := audit_zoo_problem(rec)):
         v.problems.append(why)
         return v
     if is_submission(rec):
-        return _verify_submission(rec, v, device=device, submissions=submissions, zoo=zoo, scores_only=scores_only)
-    m = get_measure(rec.measure)
+        return _verify_submission(rec, v, device=device, submissions=submissions, zoo=zoo, scores_only=scores_only,
+                                  settings=settings)
+    if not is_plain_name(rec.measure):
+        v.problems.append(f"the record's measure {excerpt(rec.measure)} is not a measure's name")
+        return v
+    try:
+        m = get_measure(rec.measure)
+    except GenbenchError:
+        v.problems.append(f"the record's measure {excerpt(rec.measure)} is not registered here: `genbench measures "
+                          "list` shows those that are")
+        return v
     if rec.source_hash and rec.source_hash != m.source_hash:
-        v.problems.append(f"the source of {m.name} changed: recorded hash {rec.source_hash[:12]}..., "
+        v.problems.append(f"the source of {m.name} changed: recorded hash {str(rec.source_hash)[:12]}..., "
                           f"now {m.source_hash[:12]}...")
-    zoo, why = cited_zoo(rec, zoo)
+    zoo, why = cited_zoo(rec, zoo, v.notes)
     if why:
         v.problems.append(why)
     if v.problems:
         return v
-    settings = {**rec.rerun_settings(), **({"audit_zoo": None} if scores_only else {})}
+    settings = {**settings, **({"audit_zoo": None} if scores_only else {})}
+    settings.pop("budget_s")  # a built-in runs under genbench's budget (run_entry's default)
     new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
                            **settings))
     _compare_outcome(rec, new, v, scores_only=scores_only)
@@ -211,16 +307,17 @@ def _without_timing(data: Any, path: str = "") -> Any:
 
 
 def _verify_submission(rec: Record, v: Verification, *, device: str | None, submissions: str | Path | None,
-                       zoo: str | Path | None, scores_only: bool = False) -> Verification:
+                       zoo: str | Path | None, scores_only: bool = False,
+                       settings: dict[str, Any] | None = None) -> Verification:
     """Re-make a submission's record in the sandbox and compare every field but the timings (with `scores_only`,
     without its audit: the status, scores and per-model values)."""
     from .submit.api import rerun_record
-    found, why = cited_zoo(rec, zoo)
+    found, why = cited_zoo(rec, zoo, v.notes)
     if found is None or not rec.table_sha256:
         v.problems.append(why or "the record cites no zoo table hash, so the zoo it was made on cannot be found")
         return v
     try:
-        new = rerun_record(rec, found, submissions, device, audit=not scores_only)
+        new = rerun_record(rec, found, submissions, device, audit=not scores_only, settings=settings)
     except GenbenchError as e:
         v.problems.append(str(e))
         return v
@@ -248,21 +345,21 @@ def known_commit(commit: Any) -> bool:
     return out.returncode == 0
 
 
-def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: str | Path | None) -> Verification:
+def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: str | Path | None,
+                     settings: dict[str, Any]) -> Verification:
     """Re-make a baseline row without the value cache and compare it as verify_record compares a measure's."""
     from ..scoring.baselines import BASELINE_NAMES
     if rec.name not in BASELINE_NAMES:
-        v.problems.append(f"{rec.name!r} is not a baseline (the baselines are {list(BASELINE_NAMES)})")
+        v.problems.append(f"{excerpt(rec.name)} is not a baseline (the baselines are {list(BASELINE_NAMES)})")
         return v
     if rec.source_hash and rec.source_hash != baselines_source_hash():
         v.problems.append("the source of the baselines changed since the record was made: make it again with "
                           "`genbench leaderboard baselines`")
-    zoo, why = cited_zoo(rec, zoo)
+    zoo, why = cited_zoo(rec, zoo, v.notes)
     if why:
         v.problems.append(why)
     if v.problems:
         return v
-    settings = rec.rerun_settings()
     new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
                                seed=settings["seed"], command=settings["command"],
                                allow_partial=settings["allow_partial"])[0])
@@ -272,7 +369,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
 
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
                device: str | None = None, submissions: str | Path | None = None,
-               zoo: str | Path | None = None) -> Verification:
+               zoo: str | Path | None = None, reviewed: bool = False, limits: Limits | None = None) -> Verification:
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
@@ -280,32 +377,41 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
     if not to.is_dir():
         raise GenbenchError(f"{to} is not a folder: records are added to the shipped folder of verified records (a "
                             f"checkout's {SHIPPED_RESULTS.as_posix()}), which must exist")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise GenbenchError(f"cannot read result record {path}: {e}") from None
-    rec = Record.read(path)
+    data = read_capped(path, RECORD_MAX_BYTES, what="result record")
+    rec = Record(parse_record(data, path))
     v = Verification(str(path), rtol=rtol, atol=atol)
     dest = record_path(rec, to)
     if dest.resolve().parent.parent != to.resolve():
-        v.problems.append(f"its entry name {rec.name!r} or zoo name {rec.zoo_name!r} is not a plain file name")
+        v.problems.append(f"its entry name {excerpt(rec.name)} or zoo name {excerpt(rec.zoo_name)} is not a plain "
+                          "file name")
     elif rec.external:
         v.problems.append(EXTERNAL_PROBLEM)
     elif not rec.ok:
         v.problems.append("a failed record is not added (the shipped folder holds verified scores only): "
-                          + (rec.failure or "no reason recorded"))
+                          + plain_text(rec.failure or "no reason recorded", limit=400))
     elif not rec.zoo_complete:
         v.problems.append(f"a record on a partial zoo ({rec.zoo_models} of {rec.zoo_expected_models} models) is not "
                           "added: the shipped folder holds records on complete zoos only; finish the zoo and "
                           "score it again")
+    if not v.problems and not reviewed and is_submission(rec):  # its source flagged: refused unless --reviewed
+        from .submit.review import review_problems
+        v.problems += review_problems(rec.written_name, submissions)
     if v.problems:
         return v
-    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo)
-    if v.ok and path.read_bytes() != data:
+    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo, limits=limits)
+    if v.ok and _bytes_or_none(path) != data:
         v.problems.append("the record's file changed while it was verified; add it again")
     if v.ok:
-        old = dest.read_bytes() if dest.is_file() else None
+        old = _bytes_or_none(dest) if os.path.lexists(dest) else None
         if old != data:
             atomic_write(dest, lambda tmp: tmp.write_bytes(data))
         v.added, v.replaced = str(dest), old is not None and old != data
     return v
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    """A record file's bytes (a regular file within the size cap, not a link), None when it is not one."""
+    try:
+        return read_capped(path, RECORD_MAX_BYTES, what="result record")
+    except GenbenchError:
+        return None

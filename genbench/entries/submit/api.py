@@ -12,21 +12,24 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...defaults import AUDIT_ZOO, BUDGET_S, N_BOOT
+from ...defaults import AUTO_AUDIT, BUDGET_S, N_BOOT
 from ...device import resolve_device
 from ...errors import GenbenchError
+from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
 from ...record import Record, as_submission, declare_measure, with_failure, write_record
 from ...measures import Measure, list_measures
+from ...zoo.roles import resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
 from ..run import failure_record, run_entry
 from .guard import memory_note
 from .executor import SandboxExecutor, standin_measure
 from .job import JobFolder
-from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, load_submission,
+from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, is_known_zoo, load_submission,
                        trusted_submissions_dir)
 from .sandbox import SUBMISSIONS_DIR, bwrap_version, memory_limit, sandbox_problem, scratch_dir
 from .supervise import Worker, WorkerGone
+from .zoos import choose_zoos
 
 CHECK_MODELS = 2  # models the conformance suite runs on
 STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and loading its zoos
@@ -84,7 +87,7 @@ def require_sandbox(unsandboxed: bool) -> None:
 
 def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str | Path | None = None,
            budget_s: float | None = BUDGET_S, memory_gb: float = 4, timeout_s: float | None = None,
-           audit_zoo: str | None = AUDIT_ZOO, device: str | None = None, n_boot: int = N_BOOT,
+           audit_zoo: str | None = AUTO_AUDIT, device: str | None = None, n_boot: int = N_BOOT,
            echo: Callable[[str, str], None] | None = None, allow_partial: bool = False,
            unsandboxed: bool = False) -> list[Path]:
     """Validate a submission folder, compute its entry's values in the sandbox on each zoo, and write one result
@@ -95,13 +98,18 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
     submission is refused unless `unsandboxed`."""
     check_settings(budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s, n_boot=n_boot)
     sub = load_submission(path)
-    zoo_names = list(dict.fromkeys(zoos)) if zoos else list(sub.zoos)
-    loaded = [load_zoo(z) for z in zoo_names]  # an unknown or unbuilt zoo is refused before anything runs
+    # an unknown or unbuilt zoo is refused before anything runs; the zoos of submission.yaml (or, when it names
+    # none, the official zoos built here, else the demo zoo: zoos.choose_zoos) only by their names
+    choice = choose_zoos(sub, zoos)
+    loaded = ([load_zoo(z) for z in choice.names] if zoos else
+              [known_zoo(z, "from submission.yaml" if choice.source == "submission.yaml" else
+                         "the demo zoo, as no official zoo is built here") for z in choice.names])
     for z in loaded:
         z.require_complete(allow_partial=allow_partial)  # so is a partial one, unless allowed
     if sub.entry in list_measures():
         raise GenbenchError(f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already a registered "
                             "(built-in or installed) measure; give the submitted measure a name of its own")
+    check_entry_is_free(sub, results_root)
     require_sandbox(unsandboxed)
     records = run_submission(sub, loaded, budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s,
                              audit_zoo=audit_zoo, device=device, n_boot=n_boot, echo=echo,
@@ -109,8 +117,64 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
     return [write_record(rec, results_root) for rec in records]
 
 
+def known_zoo(name: str, source: str = "from submission.yaml") -> Zoo:
+    """A zoo named in submission.yaml (one of `known_zoos`), opened only by its name among the zoos built here: never
+    a folder of the current directory, a path or a Hub repository the submission names."""
+    from ...paths import zoos_dir
+    from ...zoo.storage import MANIFEST
+    folder = zoos_dir() / name
+    if not is_known_zoo(name) or not (folder / MANIFEST).is_file():
+        raise GenbenchError(f"zoo {name!r} ({source}) is not built here: get it with `genbench zoo get "
+                            f"{name}`, or name the zoo to score on with --zoo")
+    return Zoo(folder)
+
+
+def check_entry_is_free(sub: Submission, results_root: str | Path | None = None) -> None:
+    """Refuse a submission whose entry (the registered measure's name, how every view names it) is already held by
+    the record of another submission folder, in the shipped records or the user's results folder: both folders are
+    named. The folder's own earlier records are not in the way."""
+    from ...paths import results_dir, shipped_results_dir
+    folders = [f for f in (shipped_results_dir(), Path(results_root) if results_root is not None else results_dir())
+               if f is not None and f.is_dir()]
+    for folder in folders:
+        for path in sorted(folder.glob("*/*.json")):
+            if "." in path.stem or path.stem == sub.name:
+                continue  # a built-in's or a baseline's record (a dotted name, which no folder has), or its own
+            try:
+                r = Record.read(path)
+            except GenbenchError:
+                continue  # not a readable record: the leaderboard says so
+            if r.measure == sub.entry and r.name != sub.name:
+                raise GenbenchError(
+                    f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already the entry of "
+                    f"submission {plain_text(r.name, limit=100)!r} (its record {folder}/{plain_text(r.zoo_name)}/"
+                    f"{plain_text(r.name)}.json); one entry, one folder: give the measure in {sub.folder} a name of "
+                    f"its own, or submit it from submissions/{plain_text(r.name, limit=100)}")
+
+
+def dropped_line(rec: Record) -> str | None:
+    """'1 of 24 models dropped: non-finite value (nan) on w16_...' for a record scored without some models (None when
+    none was dropped): which models, and why, as the record's per-model errors say (escaped, each cut short)."""
+    values = rec.values or {}
+    ids, errors = values.get("model_id"), values.get("error")
+    if not isinstance(ids, list) or not rec.fit.dropped:
+        return None
+    errors = errors if isinstance(errors, list) and len(errors) == len(ids) else [None] * len(ids)
+    value = values.get("value")
+    value = value if isinstance(value, list) and len(value) == len(ids) else [None] * len(ids)
+    why: dict[str, list[str]] = {}
+    for mid, err, v in zip(ids, errors, value):
+        if err is not None:
+            why.setdefault(plain_text(err, limit=80), []).append(plain_text(mid, limit=60))
+        elif v is None or (isinstance(v, float) and not math.isfinite(v)):
+            why.setdefault("no finite value", []).append(plain_text(mid, limit=60))
+    parts = [f"{reason} on {', '.join(models[:3])}{f' and {len(models) - 3} more' if len(models) > 3 else ''}"
+             for reason, models in why.items()]
+    return f"{rec.fit.dropped} of {len(ids)} models dropped: " + ("; ".join(parts[:3]) or "no reason recorded")
+
+
 def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None = BUDGET_S, memory_gb: float = 4,
-                   timeout_s: float | None = None, audit_zoo: str | None = AUDIT_ZOO, device: str | None = None,
+                   timeout_s: float | None = None, audit_zoo: str | None = AUTO_AUDIT, device: str | None = None,
                    n_boot: int = N_BOOT, echo: Callable[[str, str], None] | None = None,
                    allow_partial: bool = False, unsandboxed: bool = False) -> list[dict[str, Any]]:
     """The records of `sub` on the zoos `loaded` (not written): its values computed in the sandbox (or, when
@@ -122,7 +186,7 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
     audit = None
     if audit_zoo:
         try:
-            audit = load_zoo(audit_zoo)
+            audit = load_zoo(resolve_audit_zoo(audit_zoo, loaded[0]))
         except GenbenchError:
             audit = None  # run_entry notes that the audit could not run, as it does for built-in measures
     if timeout_s is None:
@@ -144,7 +208,7 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
 
     def score_on(m: Measure, executor: SandboxExecutor, z: Zoo, command: str) -> dict[str, Any]:
         """The record of the submitted measure on one zoo: its values asked of the sandbox as the harness goes."""
-        echo(f"[{z.name}] scoring" + (f", auditing on {audit_zoo}" if audit_zoo else ""), "stage")
+        echo(f"[{z.name}] scoring" + (f", auditing on {resolve_audit_zoo(audit_zoo, z)}" if audit_zoo else ""), "stage")
         executor.phase = "score"
         try:
             rec = run_entry(m, z, name=sub.name, submission=fields, audit_zoo=audit_zoo, device="cpu",
@@ -159,7 +223,9 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
         r = Record(rec)
         if r.status == "failed" and r.failure:
             with_failure(rec, memory_note(r.failure, memory_bytes))
-        echo(f"[{z.name}] done ({r.status if r.ok else 'failed: ' + str(r.failure)})", "stage")
+        dropped = dropped_line(r) if r.ok else None
+        echo(f"[{z.name}] done ({r.status if r.ok else 'failed: ' + str(r.failure)})"
+             + (f"; {dropped}" if dropped else ""), "stage")
         return rec
 
     work = scratch_dir("submit")
@@ -212,42 +278,44 @@ def conformance(m: Measure, zoo: Zoo, executor: SandboxExecutor, *, budget_s: fl
     return "failed the conformance suite: " + "; ".join(bad) if bad else None
 
 
-MAX_RERUN_BOOT = 100_000  # resamples a record may ask verify for
-
-
 def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None, device: str | None = None, *,
-                 audit: bool = True) -> dict[str, Any]:
+                 audit: bool = True, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """A submission's record made again on `zoo` (the record's, as `genbench verify` found it) as `genbench submit`
-    made it, in the sandbox: the submission is the folder named after the record's entry inside the trusted
-    `submissions` folder (default: the checkout's submissions/), never a path the record names; the audit zoo,
-    budget and resamples are the record's, each checked first; without `audit`, it is re-made without its audit
-    (`genbench verify --scores-only`). A GenbenchError says why it cannot be re-made."""
+    made it, in the sandbox: the submission is the real folder (not a link) named after the record's entry inside
+    the trusted `submissions` folder (default: the checkout's submissions/), never a path the record names; the
+    audit zoo, budget and resamples are `settings` (verify.trusted_settings: the record's, bounded, by default);
+    without `audit`, it is re-made without its audit (`genbench verify --scores-only`). A GenbenchError says why it
+    cannot be re-made."""
+    import os
+    import stat
+
+    from ..verify import trusted_settings
     rec = Record.of(rec)
     name = rec.written_name
     if not is_entry_name(name):
-        raise GenbenchError(f"the record's entry name {name!r} is not a submission folder's name (letters, digits, "
-                            "'_' and '-'); verify runs submissions only from the trusted submissions folder")
+        raise GenbenchError(f"the record's entry name {excerpt(name)} is not a submission folder's name (letters, "
+                            "digits, '_' and '-'); verify runs submissions only from the trusted submissions folder")
     root = Path(submissions) if submissions is not None else trusted_submissions_dir()
     if root is None:
         raise GenbenchError("genbench runs from an installed package, so there is no trusted submissions/ folder: "
                             "pass --submissions DIR, the folder that holds the submission as DIR/NAME")
     folder = root / name
-    if not (folder / MEASURE_FILE).is_file() or folder.resolve().parent != root.resolve():
-        raise GenbenchError(f"no submission {name!r} in {root} (a folder {name}/ with measure.py, inside it): verify "
-                            "re-runs a submission only from the trusted submissions folder, never from a path a "
-                            "record names")
-    sub = load_submission(folder)
-    prov = rec.provenance
-    audit_zoo = prov.get("audit_zoo")
-    if audit_zoo is not None and not is_entry_name(audit_zoo):
-        raise GenbenchError(f"the record's audit zoo {audit_zoo!r} is not a zoo name (letters, digits, '_' and '-')")
-    budget_s, n_boot = prov.get("budget_s", BUDGET_S), prov.get("n_boot", N_BOOT)
-    if isinstance(n_boot, numbers.Integral) and n_boot > MAX_RERUN_BOOT:
-        raise GenbenchError(f"the record asks for {n_boot} bootstrap resamples; verify makes at most {MAX_RERUN_BOOT}")
-    check_settings(budget_s=budget_s, memory_gb=4, timeout_s=None, n_boot=n_boot)
-    zoo.require_complete(allow_partial=not rec.zoo_complete)
-    return run_submission(sub, [zoo], budget_s=budget_s, audit_zoo=audit_zoo if audit else None, device=device,
-                          n_boot=int(n_boot), allow_partial=not rec.zoo_complete)[0]
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISDIR(st.st_mode) or folder.resolve().parent != root.resolve():
+        link = st is not None and stat.S_ISLNK(st.st_mode)
+        raise GenbenchError(f"no submission {name!r} in {root} " + ("(it is a symbolic link: verify re-runs a "
+                            "submission only from a real folder)" if link else f"(a folder {name}/ with measure.py, "
+                            "inside it)") + ": verify re-runs a submission only from the trusted submissions folder, "
+                            "never from a path a record names")
+    sub = load_submission(folder)  # a linked submission.yaml or measure.py is refused there
+    settings = settings if settings is not None else trusted_settings(rec)
+    zoo.require_complete(allow_partial=settings["allow_partial"])
+    return run_submission(sub, [zoo], budget_s=settings["budget_s"],
+                          audit_zoo=settings["audit_zoo"] if audit else None, device=device,
+                          n_boot=settings["n_boot"], allow_partial=settings["allow_partial"])[0]
 
 
 def verify_submission(path: str | Path, *, submissions: str | Path | None = None, device: str | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 
 _MEMORY_MARKS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory",
-                 "Cannot allocate memory")
+                 "Cannot allocate memory", "No space left on device")
 
 
 def address_space() -> int:

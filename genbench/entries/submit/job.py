@@ -1,34 +1,26 @@
 """The folder the sandboxed worker computes from: job.json (the entry, where measure.py is, the device, the memory
 cap), then each model's checkpoints and its training set (inputs and labels as trained), exported the first time
 the harness asks for that model; never a zoo's test split, its table (gaps, test accuracies), a model id or a zoo
-name."""
+name. Checkpoints are written again with their tensors only: a zoo's checkpoint carries metadata (the model's
+hyperparameters, its label noise) that would tell a measure what its gap depends on."""
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from ...zoo.storage import Zoo
 
 JOB_FILE = "job.json"
 
 
-def _place(src: Path, dst: Path, link: bool) -> None:
-    """`src` at `dst`: a hard link where allowed and the filesystem can make one (no copy), else a copy."""
-    src = src.resolve()
-    if link:
-        try:
-            os.link(src, dst)
-            return
-        except OSError:
-            pass
-    shutil.copyfile(src, dst)
+def _tensors_only(src: Path, dst: Path) -> None:
+    """The checkpoint `src` at `dst` with its tensors and nothing else (no header metadata)."""
+    save_file(load_file(str(src.resolve())), str(dst))
 
 
 def _digest(x: torch.Tensor, y: torch.Tensor) -> str:
@@ -40,7 +32,7 @@ def _digest(x: torch.Tensor, y: torch.Tensor) -> str:
 
 class JobFolder:
     """The job folder of one submission run; `model(zoo, id)` exports a model on first use and says where it is.
-    Checkpoints are hard links when `link` (only for a folder the worker sees read-only), else copies."""
+    Every checkpoint is a new file of its tensors only, whatever `link` says (kept for the callers that pass it)."""
 
     def __init__(self, root: Path, *, entry: str, measure_file: str, device: str, memory_bytes: int,
                  link: bool = True):
@@ -78,7 +70,7 @@ class JobFolder:
                                   ("init", "init_checkpoint", f"m{j}.init.safetensors")):
             src = zoo.root / str(row[column])
             if src.is_file():
-                _place(src, out / name, self.link)
+                _tensors_only(src, out / name)
                 spec[key] = name
         if not zoo.has_training_data:  # a zoo of weights only: SandboxExecutor.run refuses measures that need data
             return spec

@@ -4,12 +4,17 @@ network, its own PID namespace whose processes all die with it, no capabilities,
 memory limit over all of its processes (`MemoryLimit.kind` says which is in force).
 
 What it guarantees (Linux, bubblewrap able to make user namespaces):
-- the measure sees only /usr (and the top-level links into it), a few files of /etc, Python's and the venv's
-  folders, genbench's package folder (not the checkout around it), its own submission folder, and the job folder:
-  each model's checkpoints and its training set. Not the test split, not a zoo's models.parquet (gaps, test
-  accuracies), not $GENBENCH_HOME (zoos, value cache, results), not $HOME, not the repository's records;
-- nothing outside the sandbox is writable: every bind is read-only; /tmp is a private tmpfs (its size is the memory
-  cap) that vanishes with the sandbox;
+- the measure sees only /usr (and the top-level links into it), a few files of /etc, the interpreter's folders
+  (their site-packages hidden), the environment's own site-packages (not the user's ~/.local one), genbench's
+  package folder (not the checkout around it), its own submission folder, and the job folder: each model's
+  checkpoints (tensors only, no metadata) and its training set. Not the test split, not a zoo's models.parquet
+  (gaps, test accuracies), not $GENBENCH_HOME (zoos, value cache, results), not $HOME, not the repository's records;
+- nothing in it can rebuild a zoo's data: the packages that generate a task's data (mnist1d), the datasets bundled
+  with packages (scikit-learn's), genbench's dataset builders, importers and recipes are hidden (hidden_paths()),
+  and genbench's own generators in zoo/data.py fail without them; the Hub is offline and there is no network;
+- nothing outside the sandbox is writable: every bind is read-only, and so are its root and /dev; /tmp and /dev/shm
+  are private tmpfs (each sized to the memory cap, and both counted against it: by the cgroup, or in the fallback
+  by the parent's watch) that vanish with the sandbox;
 - no network: its own network namespace holds only a loopback interface;
 - no process outlives it: its own PID namespace (setsid'd and double-forked descendants stay inside and die with
   its init), --die-with-parent (a SIGKILLed or SIGTERMed `genbench submit` takes it along), and the parent kills
@@ -29,7 +34,9 @@ What it does not guarantee:
 - the training sets of all the models of a zoo are in one folder: on a zoo whose models train on different subsets
   of the pool (mnist1d-fragility's learning curves), a measure can see examples one model did not train on that
   another did;
-- values memorised in measure.py (a table of gaps by checkpoint hash) look like any other values: read the source;
+- values memorised in measure.py (a table of gaps by checkpoint hash), or a task's generator written into it, look
+  like any other values: read the source (`genbench leaderboard add` reviews it, review.py, and refuses what it
+  flags unless --reviewed);
 - no limit on CPU time beyond the clocks, on the number of processes beyond the memory limit, nor on what a kernel
   exploit could do; the fallback memory watch polls, so a burst can overshoot it briefly;
 - with `--unsandboxed`, none of the above: the code runs as you, sees what you see (the scrubbed environment and an
@@ -63,6 +70,17 @@ PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "alternatives", "mime.types")
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What the sandbox hides of the folders it binds, so that nothing in it can rebuild a zoo's data: the packages that
+# generate a task's data (in the environment's site-packages), the datasets bundled with packages, and genbench's own
+# dataset builders, recipes and importers (the worker imports none of them; genbench.zoo.data stays, for TrainingSet
+# and the augmentations, and its generators fail without the packages hidden here).
+HIDDEN_PACKAGES = ("mnist1d",)
+HIDDEN_PACKAGE_DATA = ("sklearn/datasets/data", "sklearn/datasets/descr", "sklearn/datasets/images",
+                       "sklearn/datasets/tests")
+HIDDEN_GENBENCH = ("zoo/build.py", "zoo/train.py", "zoo/hub.py", "zoo/card.py", "zoo/hf_images.py", "zoo/importers",
+                   "zoo/recipes")
+SUBMISSION_MAX_BYTES = 1 << 20  # a submission folder carries code, not data
+SUBMISSION_MAX_FILES = 200
 
 
 def _bwrap_path() -> str | None:
@@ -83,14 +101,12 @@ def scrubbed_env(home: str) -> dict[str, str]:
 
 
 def _python_dirs() -> list[str]:
-    """The folders Python and its packages are read from: the interpreter's prefixes, the environment's
-    site-packages, and genbench's own package folder (never the checkout around it, which holds result records)."""
+    """The folders Python and its packages are read from: the interpreter's prefixes, the environment's own
+    site-packages (never the user's ~/.local one), and genbench's own package folder (never the checkout around it,
+    which holds result records). `hidden_paths()` says what of them the sandbox hides."""
     dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
             str(Path(os.path.realpath(sys.executable)).parent.parent)}
     dirs.update(p for p in site.getsitepackages() if os.path.isdir(p))
-    user = site.getusersitepackages()
-    if isinstance(user, str) and os.path.isdir(user):
-        dirs.add(user)
     dirs.add(str(PACKAGE))  # the genbench package (an editable install's source)
     out: list[str] = []
     for d in sorted({os.path.realpath(d) for d in dirs} | dirs):
@@ -126,20 +142,88 @@ def _gpu_binds() -> list[str]:
     return args
 
 
+def _env_site_packages() -> list[str]:
+    """The environment's own site-packages folders (what the venv, or the interpreter without one, imports from)."""
+    return [os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)]
+
+
+def hidden_paths() -> tuple[list[str], list[str]]:
+    """The folders and files of the bound Python folders that the sandbox hides (an empty read-only tmpfs over a
+    folder, /dev/null, which cannot be read there, over a file): HIDDEN_PACKAGES, HIDDEN_PACKAGE_DATA and
+    HIDDEN_GENBENCH (with their compiled .pyc), and every site-packages folder of the interpreter's prefixes other
+    than the environment's own (a venv's base interpreter may carry any package)."""
+    own = _env_site_packages()
+    dirs: list[str] = []
+    files: list[str] = []
+    for sp in own:
+        dirs += [f"{sp}/{name}" for name in (*HIDDEN_PACKAGES, *HIDDEN_PACKAGE_DATA)]
+    for prefix in {sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix}:
+        for sp in glob.glob(f"{prefix}/lib*/python3*/site-packages") + glob.glob(f"{prefix}/lib*/python3*/dist-*"):
+            if os.path.realpath(sp) not in own:
+                dirs.append(sp)
+    for rel in HIDDEN_GENBENCH:
+        path = PACKAGE / rel
+        if path.suffix == ".py":
+            files += [str(path), *map(str, path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))]
+        else:
+            dirs.append(str(path))
+    return ([d for d in dict.fromkeys(dirs) if os.path.isdir(d) and not os.path.islink(d)],
+            [f for f in dict.fromkeys(files) if os.path.isfile(f) and not os.path.islink(f)])
+
+
+def _hide() -> list[str]:
+    """The bwrap arguments that hide `hidden_paths()`."""
+    dirs, files = hidden_paths()
+    args: list[str] = []
+    for d in dirs:
+        args += ["--size", "4096", "--tmpfs", d, "--remount-ro", d]
+    for f in files:
+        args += ["--ro-bind", "/dev/null", f]
+    return args
+
+
 def bwrap_argv(*, job_dir: Path, submission: Path, tmp_bytes: int, cuda: bool = False) -> list[str]:
     """The bwrap command line (up to and including `--`) that runs a worker on `job_dir` (seen as /job) and
-    `submission` (seen as /submissions/NAME), both read-only, with a private tmpfs of `tmp_bytes` as /tmp. The
-    sandbox inherits bwrap's environment: start it with `scrubbed_env()` only."""
+    `submission` (seen as /submissions/NAME), both read-only. The only writable places are two private tmpfs of
+    `tmp_bytes` each, /tmp and /dev/shm (the parent counts both against the memory cap); the root and /dev are
+    read-only. The sandbox inherits bwrap's environment: start it with `scrubbed_env()` only."""
     bwrap = _bwrap_path() or BWRAP
+    size = str(int(tmp_bytes))
     args = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns",
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox",
-            "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp", *_system_binds()]
+            "--size", size, "--tmpfs", "/tmp", *_system_binds()]
     for d in _python_dirs():
         args += ["--ro-bind", d, d]
+    args += _hide()
     args += ["--ro-bind", str(job_dir), JOB_DIR, "--ro-bind", str(submission), f"{SUBMISSIONS_DIR}/{submission.name}",
-             "--dev", "/dev", "--proc", "/proc", *(_gpu_binds() if cuda else []), "--chdir", "/tmp"]
+             "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", *(_gpu_binds() if cuda else []),
+             "--remount-ro", "/dev", "--proc", "/proc", "--remount-ro", "/", "--chdir", "/tmp"]
     return [*args, "--"]
+
+
+def check_submission_size(folder: Path) -> None:
+    """Refuse a submission folder that holds more than SUBMISSION_MAX_BYTES or SUBMISSION_MAX_FILES (links are not
+    followed): a submission carries code, not data."""
+    from ...errors import GenbenchError
+    total, count, largest = 0, 0, (0, "")
+    for root, dirs, names in os.walk(folder):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = os.path.join(root, name)
+            try:
+                size = os.lstat(path).st_size
+            except OSError:
+                continue
+            total, count = total + size, count + 1
+            largest = max(largest, (size, os.path.relpath(path, folder)))
+        if total > SUBMISSION_MAX_BYTES or count > SUBMISSION_MAX_FILES:
+            break
+    if total > SUBMISSION_MAX_BYTES or count > SUBMISSION_MAX_FILES:
+        more = "more than " if count > SUBMISSION_MAX_FILES else ""
+        raise GenbenchError(f"the submission folder {folder} holds {more}{count} files of {total / 2**20:.1f} MB (the "
+                            f"largest: {largest[1]}, {largest[0] / 2**20:.1f} MB); a submission carries code, not "
+                            f"data: at most {SUBMISSION_MAX_BYTES >> 20} MB in {SUBMISSION_MAX_FILES} files. Remove the data files "
+                            "(and caches such as __pycache__)")
 
 
 @functools.lru_cache(maxsize=1)

@@ -6,7 +6,13 @@ memory, or a message out of place; say why it ended early.
 The clocks are the parent's own, kept by a watcher thread while the harness runs here: the worker's start-up
 (Python, torch, genbench: trusted code) has START_S, the import of measure.py its own budget, and each call its
 per-model budget plus a grace, counted from the moment it was asked for. Nothing the worker prints can stop a
-clock; a forged result is only a value."""
+clock; a forged result is only a value. The seconds a call took, checked against its budget, are the parent's too:
+from the request sent to the result read (the worker's own timing runs in the submission's process, which can
+rewrite it).
+
+The worker's output (the submission's to print) reaches the user bounded and sanitised: the first SHOWN_HEAD lines
+and the last SHOWN_TAIL, each cut to SHOWN_CHARS with control characters escaped, and a count of what was not shown;
+all of it, up to LOG_LIMIT bytes, goes to a log file under $GENBENCH_HOME/logs that the output names."""
 from __future__ import annotations
 
 import collections
@@ -21,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...paths import genbench_home
+from ...text import plain_text
 from .events import MAX_LINE, Protocol, ProtocolError, send
-from .sandbox import JOB_DIR, MemoryLimit, bwrap_argv, scratch_dir, scrubbed_env
+from .sandbox import JOB_DIR, MemoryLimit, bwrap_argv, check_submission_size, scratch_dir, scrubbed_env
 
 WORKER_MODULE = "genbench.entries.submit.worker"
 LINE_LIMIT = 1 << 16  # bytes of worker output read as one line at most
@@ -30,6 +38,9 @@ HANG_GRACE_S = 10.0  # a single measure call may run budget_s + max(HANG_GRACE_S
 IMPORT_GRACE_S = 60.0  # importing measure.py may take the per-model budget plus this
 START_S = 600.0  # starting Python, torch and genbench in the worker, before measure.py is imported
 POLL_S = 0.05
+SHOWN_HEAD, SHOWN_TAIL = 40, 20  # lines of the worker's output shown first and last
+SHOWN_CHARS = 300  # characters of one line of output shown
+LOG_LIMIT = 4 << 20  # bytes of the worker's output kept in its log file
 
 
 class WorkerGone(Exception):
@@ -47,6 +58,7 @@ class WorkerRun:
 
     protocol: Protocol
     asked_at: list[float] = field(default_factory=list)
+    answered_at: list[float] = field(default_factory=list)  # when each call's result was read (the parent's clock)
     budgets: list[float | None] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)
     reason: str | None = None
@@ -56,16 +68,82 @@ class WorkerRun:
     ready_at: float | None = None  # when the measure's metadata arrived
 
 
-def _pump(stream: Any, tail: collections.deque, echo: Callable[[str, str], None]) -> None:
-    """Show the worker's output line by line (never parsed: it is the submission's to print) and keep its tail."""
-    for raw in iter(lambda: stream.readline(LINE_LIMIT), b""):
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        tail.append(line)
+class OutputLog:
+    """The worker's output as the user gets it: the head and the tail shown (sanitised, lines cut), a count of the
+    rest, and everything up to LOG_LIMIT bytes in a log file (made at the first line of output)."""
+
+    def __init__(self, path: Path, echo: Callable[[str, str], None]):
+        self.path, self.echo = path, echo
+        self.lines = self.bytes = self.logged = 0
+        self.tail: collections.deque = collections.deque(maxlen=SHOWN_TAIL)
+        self.file: Any = None
+
+    def _say(self, text: str, kind: str) -> None:
         try:
-            echo(line, "output")
+            self.echo(text, kind)
         except Exception:  # a broken console must not stop the reading, or the worker would block on a full pipe
             pass
-    stream.close()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError:  # a full disk ends the log, never the reading
+            self.file.close()
+            self.file = None
+
+    def add(self, raw: bytes) -> str:
+        """One line (or a LINE_LIMIT piece of a longer one) of output; the line as shown (sanitised, cut)."""
+        if self.lines == 0:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.file = open(self.path, "wb")
+            except OSError:
+                self.file = None
+            where = (f"all of it (up to {LOG_LIMIT >> 20} MB) in {self.path}" if self.file
+                     else "no log file (cannot write one)")
+            self._say(f"the submission's output: the first {SHOWN_HEAD} and last {SHOWN_TAIL} lines shown; {where}",
+                      "stage")
+        self.lines, self.bytes = self.lines + 1, self.bytes + len(raw)
+        if self.file is not None and self.logged < LOG_LIMIT:
+            piece = raw[:LOG_LIMIT - self.logged]
+            self._write(piece)
+            self.logged += len(piece)
+        line = plain_text(raw.decode("utf-8", "replace").rstrip("\n"), limit=SHOWN_CHARS)
+        if self.lines <= SHOWN_HEAD:
+            self._say(line, "output")
+        else:
+            self.tail.append(line)
+        return line
+
+    def close(self) -> None:
+        """Show the tail and say what was not shown (and not logged)."""
+        hidden = self.lines - SHOWN_HEAD - len(self.tail)
+        if hidden > 0:
+            self._say(f"... {hidden} lines of output not shown ({self.bytes / 2**20:.1f} MB in all); see {self.path}",
+                      "stage")
+        for line in self.tail:
+            self._say(line, "output")
+        if self.file is not None and self.bytes > self.logged:
+            self._write(f"\n[genbench: {self.bytes - self.logged} more bytes of output not logged]\n".encode())
+        if self.file is not None:
+            self.file.close()
+
+
+def _log_path(entry: str) -> Path:
+    """Where a run's output is logged: $GENBENCH_HOME/logs/submit-ENTRY-TIME-PID.log."""
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in entry)[:80]
+    return genbench_home() / "logs" / f"submit-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+
+
+def _pump(stream: Any, tail: collections.deque, log: OutputLog) -> None:
+    """Read the worker's output line by line (never parsed: it is the submission's to print), keep its last lines
+    (sanitised) for a crash's reason, and pass it to the log, which shows it bounded."""
+    try:
+        for raw in iter(lambda: stream.readline(LINE_LIMIT), b""):
+            tail.append(log.add(raw))
+    finally:
+        log.close()
+        stream.close()
 
 
 def _read_channel(fd: int, run: WorkerRun, lock: threading.Condition, problem: list[str]) -> None:
@@ -84,6 +162,8 @@ def _read_channel(fd: int, run: WorkerRun, lock: threading.Condition, problem: l
                 finally:
                     lock.notify_all()
                 now = time.monotonic()
+                if kind == "task":
+                    run.answered_at.append(now)
                 if kind == "ready":
                     run.ready_at = now
                 elif kind == "importing":
@@ -125,6 +205,43 @@ def _rss_bytes(pids: list[int]) -> int:
     return total
 
 
+def _memory_files_bytes(pids: list[int]) -> int:
+    """Bytes held in memory as files by the sandbox's processes, which resident memory does not count: what its
+    writable tmpfs (/tmp and /dev/shm, seen through the first of `pids` in a mount namespace of its own) hold, and
+    every memfd its processes have open."""
+    total, seen = 0, set()
+    try:
+        own = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        own = None
+    for pid in pids:
+        try:
+            if os.readlink(f"/proc/{pid}/ns/mnt") == own:
+                continue
+            for mount in ("tmp", "dev/shm"):
+                st = os.statvfs(f"/proc/{pid}/root/{mount}")
+                total += (st.f_blocks - st.f_bfree) * st.f_frsize
+            break
+        except OSError:
+            continue
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    continue
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
 def _kill(proc: subprocess.Popen, memory: MemoryLimit) -> None:
     """Kill the worker and everything it started: its process group, its process tree, its cgroup."""
     pids = _tree(proc.pid)
@@ -138,7 +255,8 @@ def _kill(proc: subprocess.Popen, memory: MemoryLimit) -> None:
 
 def _crash_reason(code: int, stage: str, tail: collections.deque, memory: MemoryLimit, oom: bool,
                   sandboxed: bool) -> str:
-    """Why the worker ended without finishing: its exit status or signal, the stage, and its last output."""
+    """Why the worker ended without finishing: its exit status or signal, the stage, and its last output (already
+    sanitised by _pump)."""
     lines = [ln for ln in tail if ln.strip()][-8:]
     shown = ("; last output: " + " | ".join(lines)[-800:]) if lines else ""
     gb = f"{memory.limit_bytes / 2**30:g} GB"
@@ -173,6 +291,8 @@ class Worker:
         self.tail: collections.deque = collections.deque(maxlen=30)
         self.stage_now: str | None = None
         self.closing = False
+        check_submission_size(submission)
+        self.log = OutputLog(_log_path(entry), echo)
         self.home = str(scratch_dir("home"))
         self._start(job_file, submission, device)
 
@@ -196,7 +316,7 @@ class Worker:
         finally:
             os.close(write_fd)
             os.close(ask_fd)
-        self.threads = [threading.Thread(target=_pump, args=(self.proc.stdout, self.tail, self.echo), daemon=True),
+        self.threads = [threading.Thread(target=_pump, args=(self.proc.stdout, self.tail, self.log), daemon=True),
                         threading.Thread(target=_read_channel, args=(read_fd, self.run, self.lock, self.problem),
                                          daemon=True),
                         threading.Thread(target=self._watch, daemon=True)]
@@ -224,7 +344,8 @@ class Worker:
             return self.run.protocol.meta
 
     def call(self, request: dict[str, Any], *, budget_s: float | None, stage: str) -> dict[str, Any]:
-        """Ask for one measure call and wait for its raw outcome (checked by the protocol)."""
+        """Ask for one measure call and wait for its raw outcome (checked by the protocol), its seconds measured
+        here: from the request sent to the result read."""
         with self.lock:
             if self.run.reason is not None:
                 raise WorkerGone(self.run.reason)
@@ -241,7 +362,7 @@ class Worker:
                 self.lock.wait(POLL_S)
             if len(self.run.protocol.results) <= k:
                 raise WorkerGone(self.run.reason or "the worker ended")
-            return self.run.protocol.results[k]
+            return {**self.run.protocol.results[k], "seconds": self.run.answered_at[k] - self.run.asked_at[k]}
 
     def close(self) -> float:
         """End the run: ask the worker to finish, then end it and everything it started; the run's seconds (once
@@ -338,10 +459,12 @@ class Worker:
                     killed = (f"hung: one call of {self.entry} ran for more than {hang_s:g} s (its per-model budget "
                               f"is {budget:g} s) while {current}; the worker was killed")
             if killed is None and self.memory.kind == "rlimit" and polls % 5 == 0:  # a cgroup's limit is the kernel's
-                rss = _rss_bytes(_tree(self.proc.pid))
-                if rss > self.memory.limit_bytes:
+                pids = _tree(self.proc.pid)
+                rss, files = _rss_bytes(pids), _memory_files_bytes(pids) if self.sandboxed else 0
+                if rss + files > self.memory.limit_bytes:
                     killed = (f"exceeded the memory cap of {self.memory.limit_bytes / 2**30:g} GB (resident "
-                              f"{rss / 2**30:.2f} GB) while {current}; the worker was killed")
+                              f"{rss / 2**30:.2f} GB, files in memory {files / 2**30:.2f} GB) while {current}; the "
+                              "worker was killed")
             if killed:
                 self._give_up(killed)
                 return

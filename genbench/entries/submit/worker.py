@@ -42,18 +42,16 @@ class JobModel:
         self.root, self.spec = root / spec["folder"], spec
 
     def load_model(self, *, init: bool = False, device: str = "cpu") -> Any:
-        """The model at its final (or initial) weights, as Zoo.load_model builds it."""
-        from safetensors.torch import load_file, safe_open
+        """The model at its final (or initial) weights, built from the family and architecture the parent gave (the
+        exported checkpoint holds tensors only)."""
+        from safetensors.torch import load_file
 
         from ...models import build_model
         name = self.spec.get("init" if init else "checkpoint")
         if name is None:
             raise FileNotFoundError(f"this zoo has no {'initial' if init else 'final'} checkpoint of the model")
-        path = str(self.root / name)
-        with safe_open(path, framework="pt") as f:
-            meta = json.loads((f.metadata() or {}).get("genbench", "{}"))
-        model = build_model(meta.get("family", self.spec["family"]), meta.get("arch", self.spec["arch"]))
-        model.load_state_dict(load_file(path))
+        model = build_model(self.spec["family"], self.spec["arch"])
+        model.load_state_dict(load_file(str(self.root / name)))
         return model.to(device).eval()
 
     def training_set(self) -> Any:
