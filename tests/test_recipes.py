@@ -94,3 +94,61 @@ def test_missing_key_and_unknown_recipe():
 def test_overrides_apply_dotted_keys():
     r = load_recipe("digits-mlp", {"train.epochs": 2, "grid.width": [4]})
     assert r.train["epochs"] == 2 and r.grid["width"] == [4]
+
+
+# ---------------------------------------------------------------- the one audit-zoo rule
+
+def _check_audit_rule() -> None:
+    """Convolutional zoos are audited on the CNN audit zoo, MLP zoos on the MLP one: by family, by recipe name (a
+    training's name included) and from a loaded zoo's table."""
+    import pandas as pd
+
+    from genbench.defaults import AUDIT_ZOO, CNN_AUDIT_ZOO
+    from genbench.zoo.roles import audit_zoo_of
+
+    for name in ("demogen-nin-mnist1d", "demogen-nin-mnist1d-t2", "fantastic-cnn-mnist1d", "fragility-cnn-mnist1d",
+                 "digits-nin", "demogen-resnet32-cifar10"):
+        assert audit_zoo_of(name) == CNN_AUDIT_ZOO, name
+    for name in ("mnist1d-demogen", "mnist1d-fantastic", "mnist1d-fragility", "digits-mlp", "digits-mlp-t1"):
+        assert audit_zoo_of(name) == AUDIT_ZOO, name
+    zoo = type("LoadedZoo", (), {})
+    for family, expected in (("cnn1d", CNN_AUDIT_ZOO), ("nin", CNN_AUDIT_ZOO), ("resnet32v2", CNN_AUDIT_ZOO),
+                             ("keras", CNN_AUDIT_ZOO), ("mlp", AUDIT_ZOO)):
+        z = zoo()
+        z.table, z.manifest = pd.DataFrame({"family": [family, family]}), {}
+        assert audit_zoo_of(z) == expected, family
+        z.table, z.manifest = pd.DataFrame({"model_id": []}), {"recipe_effective": {"family": family}}
+        assert audit_zoo_of(z) == expected, family
+
+
+def test_the_audit_zoo_of_a_ranked_zoo_follows_its_family():
+    _check_audit_rule()
+
+
+@pytest.mark.parametrize("planted", ["all_mlp", "swapped"])
+def test_a_wrong_audit_rule_is_caught(monkeypatch, planted):
+    from genbench.defaults import AUDIT_ZOO, CNN_AUDIT_ZOO
+    from genbench.zoo import roles
+
+    wrong = ((lambda family: AUDIT_ZOO) if planted == "all_mlp"  # the rule before: one audit zoo for every record
+             else (lambda family: AUDIT_ZOO if family != "mlp" else CNN_AUDIT_ZOO))
+    monkeypatch.setattr(roles, "audit_zoo_for", wrong)
+    with pytest.raises(AssertionError):
+        _check_audit_rule()
+
+
+def test_every_recipe_is_audited_on_a_recipe_and_an_explicit_audit_zoo_wins():
+    import inspect
+
+    from genbench.defaults import AUDIT_ZOO, AUTO_AUDIT, CNN_AUDIT_ZOO
+    from genbench.entries.run import run_entry
+    from genbench.entries.submit.api import run_submission, submit
+    from genbench.zoo.roles import audit_zoo_of, resolve_audit_zoo
+
+    for name in list_recipes():
+        assert audit_zoo_of(name) in (AUDIT_ZOO, CNN_AUDIT_ZOO) and audit_zoo_of(name) in list_recipes()
+    assert resolve_audit_zoo(AUTO_AUDIT, "demogen-nin-mnist1d") == CNN_AUDIT_ZOO
+    assert resolve_audit_zoo(AUDIT_ZOO, "demogen-nin-mnist1d") == AUDIT_ZOO  # --audit-zoo overrides the rule
+    assert resolve_audit_zoo(None, "demogen-nin-mnist1d") is None  # no audit
+    for fn in (run_entry, submit, run_submission):  # the entry points take the rule unless told otherwise
+        assert inspect.signature(fn).parameters["audit_zoo"].default == AUTO_AUDIT, fn.__name__

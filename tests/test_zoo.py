@@ -242,7 +242,7 @@ def test_build_refuses_a_folder_of_another_recipe(digits_zoo, home):
 def test_unknown_zoo_name_suggests_and_hints(digits_zoo):
     with pytest.raises(GenbenchError, match="Did you mean 'digits-mlp'"):
         gb.load_zoo("digits-mpl")
-    with pytest.raises(GenbenchError, match="genbench zoo build mnist1d-fragility"):
+    with pytest.raises(GenbenchError, match="not built here.*`genbench zoo build mnist1d-fragility`"):
         gb.load_zoo("mnist1d-fragility")
     with pytest.raises(GenbenchError, match="unknown model id"):
         digits_zoo.load_model("w16_nope")
@@ -322,11 +322,13 @@ def test_zoo_list_shows_every_folder_with_its_state_and_info_says_partial(partia
     assert result.exit_code == 0, result.output
     rows = {cells[0]: " ".join(cells) for cells in (line.replace("\u2502", " ").split()
                                                     for line in result.output.splitlines()) if cells}
-    assert rows["digits-mlp"] == "digits-mlp yes partial 12 of 24 finish it with `genbench zoo build digits-mlp`"
-    assert rows["no-table"] == ("no-table empty 0 of 24 no model built yet; build it with "
+    assert rows["digits-mlp"] == "digits-mlp test partial 12 of 24 finish it with `genbench zoo build digits-mlp`"
+    assert rows["no-table"] == ("no-table own empty 0 of 24 no model built yet; build it with "
                                 "`genbench zoo build RECIPE.yaml`")
-    assert rows["unreadable"].startswith("unreadable broken") and "is not valid JSON" in rows["unreadable"]
-    assert rows["mnist1d-demogen"] == "mnist1d-demogen yes not built"  # recipes not built are listed too
+    assert rows["unreadable"].startswith("unreadable own broken") and "is not valid JSON" in rows["unreadable"]
+    # recipes not built are listed too, with their role, their build time and the command that builds them
+    assert rows["mnist1d-demogen"] == ("mnist1d-demogen demo not built ~2 min on 2 CPU cores: genbench zoo build "
+                                       "mnist1d-demogen")
     result = runner.invoke(cli.app, ["zoo", "info", "digits-mlp"])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())
@@ -355,3 +357,82 @@ def test_a_zoo_path_that_is_a_file_or_a_folder_without_zoo_json_says_so(digits_z
     with pytest.raises(GenbenchError, match="Did you mean 'digits-mlp'"):  # a name is still a name
         load_zoo("digits-mpl")
     assert load_zoo(str(tmp_path / "zoos" / "copy")).name == digits_zoo.name
+
+
+def test_zoo_list_gives_every_recipe_and_official_training_its_role_and_state(partial_zoo, monkeypatch):
+    from genbench.cli.zoo import zoo_listing
+    from genbench.defaults import OFFICIAL_ZOOS, TRAININGS
+    from genbench.zoo import list_recipes
+
+    monkeypatch.setenv("GENBENCH_HOME", str(partial_zoo.root.parent.parent))
+    rows = {r[0]: r[1:] for r in zoo_listing()}
+    assert set(list_recipes()) <= set(rows)
+    for grid in OFFICIAL_ZOOS:
+        assert rows[grid][:2] == ("official", "not built")
+        for k in range(1, TRAININGS):
+            role, state, _, note = rows[f"{grid}-t{k}"]
+            assert (role, state) == (f"official training {k}", "not built")
+            assert note.endswith(f": genbench zoo build {grid} --training {k}")
+    assert rows["mnist1d-fragility"][0] == rows["fragility-cnn-mnist1d"][0] == "audit"
+    assert rows["mnist1d-demogen"][0] == "demo" and rows["digits-nin"][0] == "test"
+    assert rows["digits-mlp"][:3] == ("test", "partial", "12 of 24")
+    assert rows["demogen-nin-cifar10"][3].startswith("GPU only: ")
+
+
+def test_a_built_training_and_an_imported_or_own_zoo_get_their_roles(digits_zoo):
+    from genbench.zoo.roles import zoo_role
+
+    assert zoo_role("demogen-nin-mnist1d-t2") == "official training 2"
+    assert zoo_role("demogen-nin-mnist1d-t3") == "training 3 (unscored)"  # past the shipped trainings
+    assert zoo_role("digits-mlp-t1") == "training 1 (unscored)"
+    assert zoo_role("my-zoo") == zoo_role("no-such-recipe-t1") == "own"
+    assert zoo_role("pgdl-task1", type("Z", (), {"manifest": {"imported": {}}})()) == "imported"
+    assert zoo_role("digits-mlp", digits_zoo) == "test"
+
+
+def _says_not_built(name: str, command: str, took: str) -> None:
+    """A zoo a recipe makes, not built here, is refused in one line saying so, how long it takes and the command."""
+    with pytest.raises(GenbenchError) as info:
+        gb.load_zoo(name)
+    msg = str(info.value)
+    assert msg == f"zoo {name!r} is not built here; building it {took}: `{command}`", msg
+
+
+def test_a_known_recipe_or_training_that_is_not_built_is_never_unknown(home):
+    cases = [("demogen-nin-mnist1d", "genbench zoo build demogen-nin-mnist1d", "takes about 9 min on 2 CPU cores"),
+             ("fantastic-cnn-mnist1d-t2", "genbench zoo build fantastic-cnn-mnist1d --training 2",
+              "takes about 25 min on 2 CPU cores"),
+             ("demogen-resnet32-cifar10", "genbench zoo build demogen-resnet32-cifar10",
+              "needs a GPU (CIFAR data from the Hub; hours on a CPU)")]
+    for case in cases:
+        _says_not_built(*case)
+    with pytest.raises(GenbenchError, match="unknown zoo 'no-such-zoo'"):  # a name no recipe makes stays unknown
+        gb.load_zoo("no-such-zoo")
+
+
+def test_the_old_unknown_zoo_message_for_a_recipe_is_caught(home, monkeypatch):
+    from genbench.zoo import storage
+
+    monkeypatch.setattr(storage, "not_built", lambda name: None)  # the old behaviour: "unknown zoo ... Did you mean"
+    with pytest.raises(AssertionError):
+        _says_not_built("demogen-nin-mnist1d", "genbench zoo build demogen-nin-mnist1d",
+                        "takes about 9 min on 2 CPU cores")
+
+
+def test_every_recipe_has_a_build_time():
+    from genbench.defaults import BUILD_MINUTES, GPU_ONLY
+    from genbench.zoo import list_recipes
+
+    assert set(list_recipes()) == set(BUILD_MINUTES) | set(GPU_ONLY)
+
+
+def test_submitting_to_a_recipe_that_is_not_built_says_so_and_how_to_build_it(home):
+    from pathlib import Path
+
+    from genbench.entries.submit import submit
+
+    folder = Path(__file__).resolve().parents[1] / "submissions" / "gradient_noise_scale"
+    with pytest.raises(GenbenchError) as info:
+        submit(folder, ["demogen-nin-mnist1d"], results_root=home / "no-results")
+    assert str(info.value) == ("zoo 'demogen-nin-mnist1d' is not built here; building it takes about 9 min on 2 CPU "
+                               "cores: `genbench zoo build demogen-nin-mnist1d`")

@@ -16,30 +16,46 @@ if TYPE_CHECKING:
     from ..zoo.storage import Zoo
 
 
-@zoo_app.command("list")
+@zoo_app.command("list", epilog="Example: genbench zoo list")
 def zoo_list() -> None:
-    """List the recipes in model_zoo/ and every zoo folder under $GENBENCH_HOME/zoos with its state: complete,
-    partial (some models missing), empty (no model built yet) or broken (unreadable)."""
+    """List every recipe (and the shipped trainings of the official grids) and every zoo folder under
+    $GENBENCH_HOME/zoos, each with its role (official, training K of an official grid, demo, audit, test, recipe,
+    own or imported) and state: complete, partial (N of M models), empty, broken (unreadable) or not built."""
     from rich.markup import escape
 
-    from ..zoo import list_recipes
-    from ..zoo.storage import local_zoo_states
-
-    recipes = set(list_recipes())
-    states = {s.name: s for s in local_zoo_states()}
-    table = Table("name", "recipe", "state", "models", "note")
-    for name in sorted(recipes | set(states)):
-        st = states.get(name)
-        if st is None:
-            table.add_row(name, "yes", "not built", "", "")
-            continue
-        models = ("" if st.models is None else str(st.models) if st.state == "complete" or st.expected is None
-                  else f"{st.models} of {st.expected}")
-        table.add_row(escape(name), "yes" if name in recipes else "", st.state, models, escape(st.detail))
+    table = Table("name", "role", "state", "models", "note")
+    table.columns[0].no_wrap = True
+    for row in zoo_listing():
+        table.add_row(*(escape(v) for v in row))
     console.print(table)
 
 
-@zoo_app.command("build")
+def zoo_listing() -> list[tuple[str, str, str, str, str]]:
+    """The rows of `genbench zoo list`: (name, role, state, models, note), by name."""
+    from ..defaults import OFFICIAL_ZOOS, official_trainings
+    from ..zoo import list_recipes
+    from ..zoo.roles import build_command_of, build_time, zoo_role
+    from ..zoo.storage import Zoo, local_zoo_states
+
+    names = set(list_recipes()) | {t for grid in OFFICIAL_ZOOS for t in official_trainings(grid)}
+    states = {s.name: s for s in local_zoo_states()}
+    rows = []
+    for name in sorted(names | set(states)):
+        st = states.get(name)
+        if st is None:
+            rows.append((name, zoo_role(name), "not built", "", f"{build_time(name)}: {build_command_of(name)}"))
+            continue
+        try:
+            role = zoo_role(name, Zoo(st.root)) if st.state in ("complete", "partial") else zoo_role(name)
+        except GenbenchError:
+            role = zoo_role(name)
+        models = ("" if st.models is None else str(st.models) if st.state == "complete" or st.expected is None
+                  else f"{st.models} of {st.expected}")
+        rows.append((name, role, st.state, models, st.detail))
+    return rows
+
+
+@zoo_app.command("build", epilog="Example: genbench zoo build demogen-nin-mnist1d (resumes where it stopped)")
 def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAME.yaml) or path to a YAML file"),
               limit: Optional[int] = typer.Option(None, help="build only the first N models of the grid"),
               device: Device = None,
@@ -47,12 +63,17 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
               set_: list[str] = typer.Option([], "--set", help="override a recipe key, e.g. --set train.epochs=2"),
               executor: Executor = "local",
               address: Address = None,
+              training: str = typer.Option("0", "--training", help="K >= 1: training K of the recipe's grid, the "
+                                           "zoo RECIPE-tK (same models and data, every training-noise seed changed)"),
               ) -> None:
     """Train the models of a recipe (resumes: finished models are kept)."""
+    from ..zoo.recipe import check_training
+    k = check_training(training)  # a bad K is refused before anything is written
+    from ..paths import check_writable; check_writable(None, out)  # noqa: E702  before any training
     from ..zoo import build_zoo
 
     zoo = build_zoo(recipe, out, limit=limit, device=device, overrides=overrides(set_), executor=executor,
-                    address=address)
+                    address=address, training=k)
     console.print(f"zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}")
     print_info(zoo)
 
@@ -63,7 +84,11 @@ def print_info(zoo: Zoo) -> None:
 
     s = summary(zoo)
     count = f"{s['models']} models" if zoo.complete else f"{s['models']} of {s['expected_models']} models: partial"
-    t = Table(title=f"{zoo.name} ({count}, {zoo.root})", show_header=True)
+    # the title on lines of its own, never wrapped by rich: a table's title is cut to the table's width, which broke
+    # the zoo's name and folder mid-word (`mnist1d|-demogen`)
+    console.print(f"{zoo.name} ({count})", style="bold", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  folder: {zoo.root}", markup=False, highlight=False, soft_wrap=True)
+    t = Table(show_header=True)
     t.add_column("")
     t.add_column("min", justify="right")
     t.add_column("max", justify="right")
@@ -72,13 +97,18 @@ def print_info(zoo: Zoo) -> None:
     console.print(t)
     for axis, values in zoo.hparams.items():
         console.print(f"  {axis}: {values}")
+    from ..zoo.roles import manifest_training, recipe_of, zoo_role
+    grid, k = manifest_training(zoo.manifest)
+    training = (f"; training {k} of the grid {grid}" if k else "; training 0 (the recipe's own zoo)"
+                if recipe_of(zoo.name) else "")
+    console.print(f"  role: {zoo_role(zoo.name, zoo)}{training}", markup=False, highlight=False)
     if "converged" in s:
         console.print(f"  converged (stopping rule met): {s['converged']}/{s['models']}")
     console.print(f"  training time (sum over models): {s['train_seconds']:.1f} s")
     console.print(f"  {zoo.state()}", markup=False, highlight=False, style=None if zoo.complete else "yellow")
 
 
-@zoo_app.command("info")
+@zoo_app.command("info", epilog="Example: genbench zoo info mnist1d-demogen")
 def zoo_info(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
     """Summarise a zoo: size, accuracy and gap ranges, grid axes."""
     from ..zoo import load_zoo
@@ -86,7 +116,7 @@ def zoo_info(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
     print_info(load_zoo(zoo))
 
 
-@zoo_app.command("verify")
+@zoo_app.command("verify", epilog="Example: genbench zoo verify mnist1d-demogen")
 def zoo_verify(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
     """Re-hash every file of a zoo against its recorded sha256."""
     from ..zoo import load_zoo
@@ -104,7 +134,7 @@ import_app = typer.Typer(help="Import a zoo published elsewhere as an ordinary g
 zoo_app.add_typer(import_app, name="import")
 
 
-@import_app.command("pgdl")
+@import_app.command("pgdl", epilog="Example: genbench zoo import pgdl public_data/input_data/task1_v4")
 def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder: model_configs.json, model_*/ "
                                                               "(config.json, weights.hdf5, weights_init.hdf5), dataset_1/"),
                     name: Optional[str] = typer.Option(None, help="zoo name (default: pgdl-<task folder name>)"),
@@ -126,7 +156,8 @@ def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder:
     print_info(zoo)
 
 
-@import_app.command("small-cnn-zoo")
+@import_app.command("small-cnn-zoo",
+                    epilog="Example: genbench zoo import small-cnn-zoo small-cnn-zoo/mnist --limit 100")
 def zoo_import_small_cnn_zoo(folder: Path = typer.Argument(..., help="a dataset folder of the Small CNN Zoo: "
                                                            "weights.npy, metrics.csv.gz, layout.csv"),
                              dataset: Optional[str] = typer.Option(None, help="cifar10, svhn, mnist or fashion_mnist "
@@ -153,7 +184,7 @@ def zoo_import_small_cnn_zoo(folder: Path = typer.Argument(..., help="a dataset 
     print_info(zoo)
 
 
-@zoo_app.command("download")
+@zoo_app.command("download", epilog="Example: genbench zoo download genbench/mnist1d-demogen --models 'w16_*'")
 def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME (or hf://ORG/NAME)"),
                  revision: Optional[str] = typer.Option(None, help="branch, tag or commit SHA (default: main)"),
                  models: Optional[list[str]] = typer.Option(None, "--models", help="only these model ids or glob patterns"),
@@ -169,7 +200,18 @@ def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME
     console.print(f"  open it with gb.load_zoo('hf://{z.repo_id}', revision='{z.revision}')")
 
 
-@zoo_app.command("push")
+@zoo_app.command("get", epilog="Example: genbench zoo get demogen-nin-mnist1d")
+def zoo_get(name: str = typer.Argument(..., help="one of genbench's zoos (a recipe, or RECIPE-tK)")) -> None:
+    """Get the official copy of one of genbench's zoos: downloaded from its canonical Hub repo when reachable, else
+    built; refused when its table hash differs from the one the shipped records cite."""
+    from ..zoo.hub import get_zoo
+
+    zoo, how = get_zoo(name)
+    console.print(f"zoo {zoo.name!r} ({how}): {len(zoo)} models in {zoo.root}, table sha256 "
+                  f"{zoo.table_sha256[:12]}...", markup=False, highlight=False)
+
+
+@zoo_app.command("push", epilog="Example: genbench zoo push mnist1d-demogen ORG/mnist1d-demogen")
 def zoo_push(folder: str = typer.Argument(..., help="zoo folder (or the name of a locally built zoo)"),
              repo: Repo = ...,
              private: Private = False,

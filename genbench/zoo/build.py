@@ -22,7 +22,7 @@ from ..paths import plain_name, zoos_dir
 from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
-from .recipe import ModelSpec, Recipe, load_recipe
+from .recipe import ModelSpec, Recipe, check_training, load_recipe
 from .storage import DATASET, MANIFEST, Zoo, commit_table, read_table, recover_table, save_checkpoint
 from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
 
@@ -31,7 +31,7 @@ MAX_GROUP = 64
 
 def recipe_fingerprint(recipe: Recipe) -> str:
     """Hash of everything in a recipe that changes the models (not its name or description)."""
-    keys = ("seed", "dataset", "family", "arch", "grid", "train", "twins")
+    keys = ("seed", "dataset", "family", "arch", "grid", "train", "twins") + (("training",) if recipe.training else ())
     blob = json.dumps({k: getattr(recipe, k) for k in keys}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -51,8 +51,10 @@ def plan_groups(specs: list[ModelSpec], max_group: int = MAX_GROUP) -> list[list
 
 def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, limit: int | None = None,
               device: str | None = None, overrides: dict[str, Any] | None = None, progress: bool = True,
-              max_group: int = MAX_GROUP, executor: str = "local", address: str | None = None) -> Zoo:
-    """Build (or finish building) the zoo of `recipe` in `out` (default $GENBENCH_HOME/zoos/NAME).
+              max_group: int = MAX_GROUP, executor: str = "local", address: str | None = None,
+              training: int = 0) -> Zoo:
+    """Build (or finish building) the zoo of `recipe` in `out` (default $GENBENCH_HOME/zoos/NAME); `training=K`
+    (K >= 1) builds training K of its grid, the zoo NAME-tK: the same models and data, other training noise.
 
     `executor="ray"` trains the groups as Ray tasks (cluster at `address`; `out` on a shared filesystem)."""
     if executor not in ("local", "ray"):
@@ -64,6 +66,8 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
         recipe = load_recipe(recipe, overrides)
     elif overrides:
         raise GenbenchError("pass overrides with a recipe name or path, not with a parsed Recipe")
+    if check_training(training):
+        recipe = recipe.with_training(training)
     device = resolve_device(device)
     with pinned_threads():  # reductions split by thread count: a fixed count reproduces
         return _build(recipe, where, out, limit=limit, device=device, progress=progress, max_group=max_group,
@@ -209,7 +213,7 @@ def _new_manifest(recipe: Recipe, fingerprint: str, pool: Pool, device: str) -> 
         "grid": recipe.grid, "twins": recipe.twins, "genbench_version": __version__,
         "torch_version": torch.__version__, "device": device, "numerics": cpu_numerics(), "created": _now(),
         "files": {},
-    }
+    } | ({"training": recipe.training, "training_of": recipe.grid_name} if recipe.training else {})
 
 
 def _write_model(root: Path, t: Trained, pool: Pool, device: str, dataset_name: str) -> dict[str, Any]:

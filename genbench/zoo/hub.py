@@ -233,3 +233,71 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
                             "push again (the upload is kept)") from e
     pushed.tag = tag
     return pushed
+
+
+def cited_table_hashes(name: str, results: str | Path | None = None) -> set[str]:
+    """The table hashes the shipped records of zoo `name` cite (leaderboard/results/NAME/*.json, their zoo block);
+    `results` is that folder of records (default: the checkout's, none for an installed package)."""
+    import json
+
+    from ..paths import shipped_results_dir
+    folder = Path(results) if results is not None else shipped_results_dir()
+    hashes: set[str] = set()
+    for path in sorted((folder / name).glob("*.json")) if folder is not None else ():
+        try:
+            block = json.loads(path.read_text()).get("zoo") or {}
+        except (OSError, ValueError, AttributeError):
+            continue  # an unreadable record cites nothing; verify reports it
+        sha = block.get("table_sha256") if isinstance(block, dict) else None
+        if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha):
+            hashes.add(sha)
+    return hashes
+
+
+def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = True) -> tuple[Zoo, str]:
+    """The official copy of one of genbench's zoos in $GENBENCH_HOME/zoos/NAME: downloaded from its canonical Hub
+    repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built; a zoo whose
+    table hash differs from the one the records cite is refused. Returns (zoo, 'present'|'downloaded'|'built')."""
+    import shutil
+
+    from ..paths import zoos_dir
+    from .build import build_zoo
+    from .roles import recipe_of
+
+    found = recipe_of(name)
+    if found is None:
+        raise GenbenchError(f"{name!r} is not one of genbench's zoos (a recipe or RECIPE-tK); `genbench zoo list` "
+                            "shows them")
+    cited = cited_table_hashes(name, results)
+
+    def checked(zoo: Zoo, how: str) -> tuple[Zoo, str]:
+        if cited and zoo.table_sha256 not in cited:
+            raise GenbenchError(f"the zoo {name} {how} has table sha256 {zoo.table_sha256[:12]}..., but the shipped "
+                                f"records cite {', '.join(sorted(h[:12] + '...' for h in cited))}: refused (it is "
+                                "not the zoo they were made on)")
+        return zoo, how
+
+    dest = zoos_dir() / name
+    if (dest / MANIFEST).is_file():
+        return checked(Zoo(dest), "present")
+    repo_id = canonical_repo(name)
+    zoo = None
+    for revision in [table_tag(h) for h in sorted(cited)] + [None]:
+        try:
+            zoo = download_zoo(repo_id, revision=revision)
+            break
+        except GenbenchError as e:
+            if "do not match zoo.json" in str(e):
+                raise  # a damaged copy on the Hub is reported, not silently rebuilt
+        except Exception:  # noqa: BLE001  unreachable Hub, no such repo or tag: build it instead
+            continue
+    if zoo is None:
+        grid, k = found
+        return checked(build_zoo(grid, training=k, progress=progress), "built")
+    checked(zoo, f"downloaded from {repo_id} (commit {zoo.revision})")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{name}.get"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(zoo.root, tmp, symlinks=False)  # the HF cache's links resolved: an ordinary zoo folder
+    os.replace(tmp, dest)
+    return Zoo(dest), "downloaded"

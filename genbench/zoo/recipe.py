@@ -3,8 +3,10 @@ expanded into one `ModelSpec` per model (twins for fragility included)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
+import numbers
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -13,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..defaults import training_name, training_of
 from ..errors import GenbenchError, did_you_mean
 
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -70,6 +73,14 @@ class Recipe:
     train: dict[str, Any]
     twins: list[dict[str, Any]] = field(default_factory=list)
     text: str = ""
+    training: int = 0  # which training of the grid (K >= 1: every training-noise seed changed; the zoo GRID-tK)
+    grid_name: str = ""  # the recipe's own name (`name` is GRID-tK for a training K >= 1)
+
+    def with_training(self, k: Any) -> Recipe:
+        """Training `k` of this recipe's grid: the same grid and data, other training noise, named GRID-tK."""
+        k = check_training(k)
+        base = self.grid_name or self.name
+        return dataclasses.replace(self, training=k, grid_name=base, name=training_name(base, k))
 
     @property
     def axes(self) -> list[str]:
@@ -100,9 +111,9 @@ class Recipe:
                                                     if k not in ("stop", "lr_milestones")}}
         return ModelSpec(
             model_id=model_id, family=self.family, arch=arch, train=train, hp=hp,
-            init_seed=_seed(self.seed, ident, "init"),
-            data_seed=_seed(self.seed, f"s{train['seed']}", "data"),
-            run_seed=_seed(self.seed, ident, "run"),
+            init_seed=stream_seed(self.seed, ident, "init", self.training),
+            data_seed=stream_seed(self.seed, f"s{train['seed']}", "data", self.training),
+            run_seed=stream_seed(self.seed, ident, "run", self.training),
             twin_of=base_id, perturbation=None if twin is None else twin["name"])
 
 
@@ -115,6 +126,29 @@ def _fmt(v: Any) -> str:
 def _seed(*parts: Any) -> int:
     """A 31-bit seed derived from names, stable across runs, machines and Python versions."""
     return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+TRAINING_NOISE = ("init", "run")  # the seeded streams a training changes: init weights; run: data order, dropout
+#                                   masks (seeded with run) and augmentation draws (run + 1). "data" (the train
+#                                   subset and its corrupted labels) is the grid's data and stays.
+
+
+def stream_seed(recipe_seed: int, key: str, stream: str, training: int = 0) -> int:
+    """The seed of one stream of one model: for training 0 the name-derived seed every zoo was built with, for a
+    training K >= 1 of a training-noise stream the same derivation with 'tK' appended to the name."""
+    if training == 0 or stream not in TRAINING_NOISE:
+        return _seed(recipe_seed, key, stream)
+    return _seed(recipe_seed, key, stream, f"t{training}")
+
+
+def check_training(k: Any) -> int:
+    """A training index: a whole number >= 0 (0: the recipe's own zoo), else a GenbenchError saying so."""
+    if isinstance(k, str) and k.strip().isdigit():
+        k = int(k)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        raise GenbenchError(f"--training must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: training K, "
+                            f"the zoo RECIPE-tK), got {k!r}")
+    return int(k)
 
 
 def recipes_dir() -> Path:
@@ -140,6 +174,10 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
     candidate = recipes_dir() / f"{name_or_path}.yaml"
     if candidate.is_file():
         return candidate
+    grid, k = training_of(str(name_or_path))
+    if k and (recipes_dir() / f"{grid}.yaml").is_file():
+        raise GenbenchError(f"{name_or_path} is training {k} of the recipe {grid}, not a recipe: build it with "
+                            f"`genbench zoo build {grid} --training {k}`")
     raise did_you_mean(str(name_or_path), list_recipes(), what="recipe",
                        hint="`genbench zoo list` shows the recipes; a path to a .yaml file also works.")
 

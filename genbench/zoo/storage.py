@@ -26,6 +26,7 @@ from ..models import build_model
 from ..paths import is_plain_name, plain_name, zoos_dir
 from .data import Pool, TrainingSet, load_pool, train_subset
 from .recipe import TRAIN_DEFAULTS, list_recipes
+from .roles import build_command_of, manifest_training, not_built
 
 MANIFEST = "zoo.json"
 TABLE = "models.parquet"
@@ -173,6 +174,11 @@ class Zoo:
     @property
     def name(self) -> str:
         return self.manifest["name"]
+
+    @property
+    def training(self) -> int:
+        """Which training of its grid the zoo is (0: the recipe's own zoo; K >= 1: built with --training K)."""
+        return manifest_training(self.manifest)[1]
 
     @property
     def version(self) -> int:
@@ -391,11 +397,10 @@ def local_zoos() -> list[str]:
 
 
 def build_command(name: str, root: str | Path) -> str:
-    """The command that builds (or finishes) the zoo `name` in the folder `root`."""
-    recipe = name if name in list_recipes() else "RECIPE.yaml"
+    """The command that builds (or finishes) the zoo `name` in the folder `root` (RECIPE-tK: with --training K)."""
     default = zoos_dir() / name
     out = "" if Path(root).resolve() == default.resolve() else f" --out {root}"
-    return f"genbench zoo build {recipe}{out}"
+    return (build_command_of(name) or "genbench zoo build RECIPE.yaml") + out
 
 
 @dataclass(frozen=True)
@@ -460,8 +465,10 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
     not_a_zoo = _not_a_zoo(s, p)
     if not_a_zoo:
         raise GenbenchError(not_a_zoo)
-    hint = (f"It has a recipe: build it with `genbench zoo build {s}`." if s in list_recipes()
-            else f"For a zoo on the Hugging Face Hub write hf://{s}." if s.count("/") == 1 and not p.exists()
+    unbuilt = not_built(s)
+    if unbuilt:  # a known zoo is never "unknown"
+        raise GenbenchError(unbuilt)
+    hint = (f"For a zoo on the Hugging Face Hub write hf://{s}." if s.count("/") == 1 and not p.exists()
             else "`genbench zoo list` shows the local zoos and the recipes.")
     raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)
 
