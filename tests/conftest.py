@@ -26,3 +26,19 @@ def nin_zoo(home):
     import genbench as gb
 
     return gb.build_zoo("digits-nin", progress=False)
+
+
+@pytest.fixture
+def temp_measures():
+    """Register measures for one test and remove them afterwards."""
+    names = []
+
+    def register(name, **kw):
+        names.append(name)
+        from genbench import register_measure
+        return register_measure(name, **kw)
+
+    yield register
+    from genbench.measures.registry import unregister_measure
+    for n in names:
+        unregister_measure(n)

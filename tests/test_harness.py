@@ -16,20 +16,6 @@ from genbench.measures import registry
 from genbench.harness import check_measure
 
 
-@pytest.fixture
-def temp_measures():
-    """Register measures for one test and remove them afterwards."""
-    names = []
-
-    def register(name, **kw):
-        names.append(name)
-        return gb.register_measure(name, **kw)
-
-    yield register
-    for n in names:
-        registry.unregister_measure(n)
-
-
 def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
     assert "margin.qrt_log" in gb.list_measures("margin.*")
     assert all(n.startswith("norm.") for n in gb.list_measures("norm.*"))

@@ -1,8 +1,9 @@
 """`genbench evaluate`, `score` and `audit`: a zoo's values, their scores and a measure's fragility audit."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
@@ -13,8 +14,13 @@ from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scor
 from .app import app, console
 from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
 
+if TYPE_CHECKING:
+    from ..scoring.scores import Scores
+    from ..scoring.spec import MeasureScores
+    from ..zoo.storage import Zoo as ZooT
 
-@app.command("evaluate")
+
+@app.command("evaluate", epilog="Example: genbench evaluate 'margin.*' --zoo mnist1d-demogen")
 def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names or glob patterns, e.g. 'margin.*'"),
                  zoo: Zoo = ...,
                  device: Device = None,
@@ -27,6 +33,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
                  address: Address = None,
                  ) -> None:
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
+    from ..paths import check_writable; check_writable(None, out.parent if out else None)  # noqa: E702
     from ..harness import evaluate, save_values, values_path
     from ..zoo import load_zoo
 
@@ -47,7 +54,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     console.print(f"values: {path}")
 
 
-@app.command("score")
+@app.command("score", epilog="Example: genbench score 'margin.*' --zoo mnist1d-demogen")
 def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measures or glob patterns (default: all "
                                                              "evaluated); with --values and no --zoo: measure columns"),
               zoo: Optional[str] = typer.Option(None, "--zoo", help="zoo name or folder (leave out to score a value "
@@ -77,6 +84,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
               ) -> None:
     """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals. Without
     --zoo, `--values FILE` scores a table of values computed elsewhere and files its records, marked external."""
+    from ..paths import check_writable; check_writable(None, results)  # noqa: E702
     if zoo is None:
         if values is None:
             raise GenbenchError("name the zoo (--zoo NAME), or give a table of values from elsewhere with "
@@ -109,11 +117,61 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
         console.print(f"note: zoo {z.name!r} is {z.state()}; the scores describe these models only",
                       style="yellow", markup=False, highlight=False)
     df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
-    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial)
+    names = wanted or list(df.attrs.get("measures", {}))
+    scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial,
+                   progress=_progress(len(names)))
     if table == "demogen":
         print_demogen_tables(console, scores, z.name)
     else:
         print_scores(console, scores, z.name, target)
+        if target == "gap" and z.complete:
+            _print_verdict(scores, z, n_boot=n_boot)
+
+
+def _progress(total: int) -> Callable[[str], None]:
+    """A line on stderr as each measure is scored: "[3/48] scored margin.h1 (12.0 s)"."""
+    import time
+    start, done = time.perf_counter(), [0]
+
+    def step(name: str) -> None:
+        done[0] += 1
+        typer.echo(f"[{done[0]}/{total}] scored {name} ({time.perf_counter() - start:.1f} s)", err=True)
+    return step
+
+
+def _print_verdict(scores: Scores, z: ZooT, *, n_boot: int) -> None:
+    """What `genbench leaderboard` says of the zoo, for these scores: its verdict sentence (against
+    baseline.hparams, paired on the same resamples) and the baseline rows that need only the zoo's table."""
+    from ..leaderboard.terminal import say
+    from ..leaderboard.verdict import zoo_verdict
+    from ..record import Record
+    from ..scoring.baselines import BASELINES, score_baselines
+
+    quick = ("baseline.hparams", "baseline.hparams_main", "baseline.train_loss", "baseline.train_acc")
+    baselines, notes = score_baselines(z, n_boot=n_boot, only=quick)
+    citation = {b.name: b.citation for b in BASELINES}
+    records = [Record(_score_record(s, z, citation.get(s.measure))) for s in [*scores, *baselines]]
+    print_scores(console, baselines, z.name, "gap")
+    for note in notes:
+        say(console, f"note: {note}")
+    say(console, zoo_verdict(z.name, records).sentence())
+    say(console, "baseline.all_measures and baseline.weight_stats are scored by `genbench leaderboard run`")
+
+
+def _score_record(s: MeasureScores, z: ZooT, citation: str | None) -> dict:
+    """The record a leaderboard view reads for one measure's (or baseline's) scores on the zoo: scores, the gap and
+    the held-out predictions (what the verdict's paired differences are computed from)."""
+    from ..fileio import json_safe
+    from ..record import SCHEMA, values_block, zoo_block
+    ids = sorted(z.table["model_id"].astype(str))
+    gap = z.table.set_index("model_id").loc[ids, "gap"].astype(float).tolist()
+    baseline = citation is not None
+    return json_safe({"schema": SCHEMA, "name": s.measure, "measure": s.measure,
+                      "kind": "baseline" if baseline else s.kind, "citation": citation,
+                      "higher_means": s.direction.get("claim"), "builtin": True, "baseline": baseline,
+                      "submission": None, "zoo": zoo_block(z), "status": "ok", "failure": None,
+                      "scores": s.to_dict(), "audit": None, "values": values_block(ids, gap, None, None, s.heldout),
+                      "provenance": {"command": "genbench score"}})
 
 
 def _score_external(measures: list[str], path: Path, *, target: str, hparams: Optional[list[str]],
@@ -161,7 +219,7 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
         "values: never verified, never ranked officially; `genbench leaderboard` lists them apart)")
 
 
-@app.command("audit")
+@app.command("audit", epilog="Example: genbench audit margin.output")
 def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               zoo: str = typer.Option(AUDIT_ZOO, "--zoo", help="zoo name or folder (twins and learning curves)"),
               device: Device = None,
@@ -174,6 +232,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                                                   "error against train size, per arm) here: .svg or .png"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
+    from ..paths import check_writable; check_writable()  # noqa: E702
     from ..fileio import write_json_atomic
     from ..scoring import audit
     from ..scoring.audit import has_twins

@@ -16,10 +16,13 @@ from ..device import resolve_device
 from ..errors import GenbenchError
 from ..measures.registry import Measure, resolve_measures
 from ..zoo import build_zoo, load_zoo, local_zoos
+from .evaluate import evaluate_group, shape_key
 from .executor import Executor
+
 RESCALE_ALPHA = 3.0
 RTOL_DETERMINISM = 1e-6
 RTOL_INVARIANCE = 1e-3
+RTOL_BATCHED = 1e-5
 
 
 @dataclass
@@ -88,9 +91,37 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     report.add("stable shape across models", len(shapes) == 1, f"shapes {sorted(shapes)}")
     slowest = max(r["seconds"] for r in runs)
     report.add("within budget", slowest <= budget_s, f"slowest model {slowest:.2f} s of {budget_s:g} s")
+    if m.batched is not None:
+        stacked = stackable_ids(zoo, len(ids))
+        per_model = {mid: r for mid, r in zip(ids, runs)}
+        report.add(*batched_agrees(m, zoo, stacked, [per_model.get(mid) or call(mid) for mid in stacked],
+                                   device=device, seed=seed, budget_s=budget_s))
     if "relu_rescale" in m.invariances:
         scaled = call(ids[0], RESCALE_ALPHA)
         ok = scaled["error"] is None and _close(runs[0]["value"], scaled["value"], RTOL_INVARIANCE)
         report.add(f"invariant to rescaling a ReLU layer pair by {RESCALE_ALPHA:g} and 1/{RESCALE_ALPHA:g}", ok,
                    "" if ok else f"{runs[0]['value']} became {scaled['value'] if scaled['error'] is None else scaled['error']}")
     return report
+
+
+def stackable_ids(zoo: Any, n: int, scan: int = 16) -> list[str]:
+    """At least 2 (and up to n) models of one shape among the zoo's first `scan`, for the batched check; [] if none."""
+    by_shape: dict[Any, list[str]] = {}
+    for mid in zoo.model_ids[:scan]:
+        by_shape.setdefault(shape_key(zoo.load_model(mid)), []).append(mid)
+    group = next((g for g in by_shape.values() if len(g) >= 2), [])
+    return group[:max(2, n)]
+
+
+def batched_agrees(m: Measure, zoo: Any, ids: list[str], runs: list[dict[str, Any]], *, device: str, seed: int,
+                   budget_s: float) -> tuple[str, bool, str]:
+    """The check that a measure's batched implementation, run on the models of `ids` (of one shape) as one stack,
+    gives each model the value of its per-model call (`runs`), within RTOL_BATCHED."""
+    name = f"batched implementation gives the per-model values (rtol {RTOL_BATCHED:g})"
+    if not ids:
+        return name, False, f"no two of the first models of {zoo.name!r} have one shape: nothing could be stacked"
+    entries = evaluate_group(zoo, {mid: [m] for mid in ids}, device=device, seed=seed, budget_s=budget_s)
+    bad = [f"{mid}: {r['value']} per model, {entries[mid][m.name]['value']} batched "
+           f"({entries[mid][m.name]['error'] or 'no error'})"
+           for mid, r in zip(ids, runs) if not _close(r["value"], entries[mid][m.name]["value"], RTOL_BATCHED)]
+    return name, not bad, "; ".join(bad) or f"{len(ids)} models stacked"

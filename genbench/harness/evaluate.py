@@ -18,6 +18,7 @@ import torch
 from .. import remote
 from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
+from ..measures.batched import shape_key
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
 from ..numerics import pinned_threads
@@ -30,6 +31,8 @@ from .cache import ValueCache
 
 def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
     """The value as a float (scalar) or list (signature), or the reason it is not acceptable."""
+    if out is None:
+        return None, "returned None; a measure must return a finite number or array"
     try:
         arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
     except (TypeError, ValueError):
@@ -44,9 +47,10 @@ def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
     return (float(arr.ravel()[0]) if m.kind == "scalar" else arr.tolist()), None
 
 
-def run_measure(m: Measure, ctx: MeasureContext) -> dict[str, Any]:
-    """Call one measure on one model; return {"value", "error", "seconds", "cache"} with any failure named."""
-    start = time.perf_counter()
+def run_measure(m: Measure, ctx: MeasureContext, shared_s: float = 0.0) -> dict[str, Any]:
+    """Call one measure on one model; return {"value", "error", "seconds", "cache"} with any failure named.
+    `shared_s`: this model's share of the measure's batched work (already done), charged to its seconds."""
+    start = time.perf_counter() - shared_s
     value, error, cacheable = None, None, True
     try:
         value, error = validate_value(m, m(ctx))
@@ -101,22 +105,75 @@ def evaluate_one(zoo: Zoo, model_id: str, measures: list[Measure], *, device: st
     model, train, problem = _load(zoo, model_id, device=device, alpha=alpha)
     if problem is not None:
         return {m.name: {"value": None, "error": problem, "seconds": 0.0, "cache": False} for m in measures}
-    memo: dict[Any, Any] = {}
-    init: list[torch.nn.Module] = []
+    return Loaded(zoo, model_id, model, train, device).run(measures, seed=seed, budget_s=budget_s)
 
-    def init_model() -> torch.nn.Module:
-        if not init:
-            init.append(zoo.load_model(model_id, init=True, device=device))
-        return copy.deepcopy(init[0])
 
-    out = {}
-    for m in measures:
-        if (why := no_training_data(m, zoo)) is not None:
-            out[m.name] = {"value": None, "error": why, "seconds": 0.0, "cache": False}
+class Loaded:
+    """One model in memory with its training set, its lazily loaded init model and the memo its measures share."""
+
+    def __init__(self, zoo: Zoo, model_id: str, model: torch.nn.Module, train: TrainingSet | None, device: str):
+        self.zoo, self.model_id, self.model, self.train, self.device = zoo, model_id, model, train, device
+        self.memo: dict[Any, Any] = {}
+        self._init: list[torch.nn.Module] = []
+
+    def init_model(self) -> torch.nn.Module:
+        if not self._init:
+            self._init.append(self.zoo.load_model(self.model_id, init=True, device=self.device))
+        return copy.deepcopy(self._init[0])
+
+    def context(self, m: Measure, *, seed: int, budget_s: float | None) -> MeasureContext:
+        return make_context(m, model=self.model, train=self.train, init_model=self.init_model, memo=self.memo,
+                            device=self.device, seed=seed, budget_s=budget_s)
+
+    def run(self, measures: list[Measure], *, seed: int, budget_s: float | None,
+            shared_s: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
+        """The entries of `measures` on this model (`shared_s`: its share of batched work, by measure name)."""
+        out = {}
+        for m in measures:
+            if (why := no_training_data(m, self.zoo)) is not None:
+                out[m.name] = {"value": None, "error": why, "seconds": 0.0, "cache": False}
+                continue
+            out[m.name] = run_measure(m, self.context(m, seed=seed, budget_s=budget_s),
+                                      (shared_s or {}).get(m.name, 0.0))
+        return out
+
+
+def evaluate_group(zoo: Zoo, todo: dict[str, list[Measure]], *, device: str = "cpu", seed: int = SEED,
+                   budget_s: float | None = BUDGET_S) -> dict[str, dict[str, dict[str, Any]]]:
+    """The entries of todo[model id] on each model, the models loaded together: a measure with a batched
+    implementation first runs it once per shape group of the models needing it (its work shared by the group,
+    each model charged an equal part), then every measure runs per model as evaluate_one runs it. A batched run
+    that raises is ignored (the per-model call then computes, and reports, what it did not)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    loaded: dict[str, Loaded] = {}
+    for mid, ms in todo.items():
+        model, train, problem = _load(zoo, mid, device=device)
+        if problem is not None:
+            out[mid] = {m.name: {"value": None, "error": problem, "seconds": 0.0, "cache": False} for m in ms}
+        else:
+            loaded[mid] = Loaded(zoo, mid, model, train, device)
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for mid, one in loaded.items():
+        groups.setdefault(shape_key(one.model), []).append(mid)
+    shared: dict[str, dict[str, float]] = {mid: {} for mid in loaded}
+    batched = list({m.name: m for ms in todo.values() for m in ms if m.batched is not None}.values())
+    for m in batched:
+        if no_training_data(m, zoo) is not None:
             continue
-        ctx = make_context(m, model=model, train=train, init_model=init_model, memo=memo, device=device,
-                           seed=seed, budget_s=budget_s)
-        out[m.name] = run_measure(m, ctx)
+        for mids in groups.values():
+            members = [mid for mid in mids if m in todo[mid]]
+            if len(members) < 2:
+                continue
+            start = time.perf_counter()
+            try:
+                m.batched([loaded[mid].context(m, seed=seed, budget_s=budget_s) for mid in members])
+            except Exception:  # noqa: BLE001 - the per-model calls below compute and report it
+                pass
+            share = (time.perf_counter() - start) / len(members)
+            for mid in members:
+                shared[mid][m.name] = share
+    for mid in list(loaded):  # each model's memo (margin passes ...) freed once its measures are done
+        out[mid] = loaded.pop(mid).run(todo[mid], seed=seed, budget_s=budget_s, shared_s=shared[mid])
     return out
 
 
@@ -125,23 +182,40 @@ def evaluate_cached(zoo: Zoo, model_id: str, measures: list[Measure], cache: Val
                     ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The per-model task of every executor: cached entries read, the others computed (by `run`, an executor's,
     default evaluate_one) and cached. Returns the entries by measure name and the names computed now."""
-    sha = str(zoo.row(model_id)["checkpoint_sha256"])
-    out: dict[str, dict[str, Any]] = {}
-    todo = []
-    for m in measures:
-        hit = cache.get(m, sha, seed)
-        if hit is None:
-            todo.append(m)
-        else:
-            out[m.name] = hit
-    if todo:
-        entries = (run or evaluate_one)(zoo, model_id, todo, device=device, seed=seed, budget_s=budget_s)
-        for m in todo:
-            entry = entries[m.name]
+    def compute(todo: dict[str, list[Measure]]) -> dict[str, dict[str, dict[str, Any]]]:
+        return {mid: (run or evaluate_one)(zoo, mid, ms, device=device, seed=seed, budget_s=budget_s)
+                for mid, ms in todo.items()}
+
+    ((_, entries, fresh),) = evaluate_chunk_cached(zoo, [model_id], measures, cache, compute, seed=seed)
+    return entries, fresh
+
+
+def evaluate_chunk_cached(zoo: Zoo, ids: list[str], measures: list[Measure], cache: ValueCache, compute: Any, *,
+                          seed: int = SEED) -> list[tuple[str, dict[str, dict[str, Any]], list[str]]]:
+    """(model id, entries, names computed now) per model of `ids`: cached entries read, the others computed
+    together by compute({model id: measures}) and cached."""
+    hits: dict[str, dict[str, dict[str, Any]]] = {}
+    todo: dict[str, list[Measure]] = {}
+    shas = {mid: str(zoo.row(mid)["checkpoint_sha256"]) for mid in ids}
+    for mid in ids:
+        hits[mid] = {}
+        for m in measures:
+            hit = cache.get(m, shas[mid], seed)
+            if hit is None:
+                todo.setdefault(mid, []).append(m)
+            else:
+                hits[mid][m.name] = hit
+    computed = compute(todo) if todo else {}
+    out = []
+    for mid in ids:
+        entries = dict(hits[mid])
+        for m in todo.get(mid, []):
+            entry = computed[mid][m.name]
             if entry.pop("cache"):
-                cache.put(m, sha, seed, entry)
-            out[m.name] = entry
-    return out, [m.name for m in todo]
+                cache.put(m, shas[mid], seed, entry)
+            entries[m.name] = entry
+        out.append((mid, {m.name: entries[m.name] for m in measures}, [m.name for m in todo.get(mid, [])]))
+    return out
 
 
 def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init_model: Any, memo: dict[Any, Any],

@@ -13,16 +13,23 @@ from ..errors import GenbenchError, did_you_mean
 from ..measures.registry import Measure
 from ..zoo.storage import Zoo
 from .cache import ValueCache
-from .evaluate import evaluate_cached, evaluate_on_ray, evaluate_one
+from .evaluate import evaluate_cached, evaluate_chunk_cached, evaluate_group, evaluate_on_ray, evaluate_one
 
 EXECUTORS = ("local", "ray")
 Entries = dict[str, dict[str, Any]]  # measure name -> {"value", "error", "seconds", "cache"}
+GROUP_MODELS = 32  # consecutive models loaded together, so that batched measures stack those of one shape
 
 
 class Executor:
-    """The local executor: every call in this process."""
+    """The local executor: every call in this process; `evaluate` loads GROUP_MODELS consecutive models at a time
+    and runs the batched implementation of a measure that has one on those of one shape (batch=False: one model
+    at a time, each measure's per-model path only, as a subclass that runs calls elsewhere does)."""
 
     name = "local"
+    batch = True
+
+    def __init__(self, batch: bool = True):
+        self.batch = batch
 
     def run(self, zoo: Zoo, model_id: str, measures: list[Measure], *, device: str, seed: int,
             budget_s: float | None, alpha: float | None = None) -> Entries:
@@ -33,9 +40,22 @@ class Executor:
                  seed: int, budget_s: float | None, progress: bool = True
                  ) -> Iterator[tuple[str, Entries, list[str]]]:
         """(model id, entries, the names computed now) per model: cached entries read, the others run."""
-        for mid in tqdm(ids, desc=f"evaluate {zoo.name}", unit="model", disable=not progress):
-            yield mid, *evaluate_cached(zoo, mid, measures, cache, device=device, seed=seed, budget_s=budget_s,
-                                        run=self.run)
+        bar = tqdm(total=len(ids), desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
+        grouped = self.batch and type(self).run is Executor.run and any(m.batched for m in measures)
+        with bar:
+            if not grouped:
+                for mid in ids:
+                    yield mid, *evaluate_cached(zoo, mid, measures, cache, device=device, seed=seed,
+                                                budget_s=budget_s, run=self.run)
+                    bar.update()
+                return
+            def compute(todo: dict[str, list[Measure]]) -> dict[str, Entries]:
+                return evaluate_group(zoo, todo, device=device, seed=seed, budget_s=budget_s)
+
+            for a in range(0, len(ids), GROUP_MODELS):
+                for row in evaluate_chunk_cached(zoo, ids[a:a + GROUP_MODELS], measures, cache, compute, seed=seed):
+                    yield row
+                    bar.update()
 
 
 class RayExecutor(Executor):
@@ -45,6 +65,7 @@ class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, address: str | None = None):
+        super().__init__(batch=False)
         self.address = address
 
     def evaluate(self, zoo: Zoo, ids: list[str], measures: list[Measure], cache: ValueCache, *, device: str,

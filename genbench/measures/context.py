@@ -127,3 +127,7 @@ class MeasureContext:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+    def has_memo(self, key: Any) -> bool:
+        """Whether the shared work `key` is already done on this model (a batched run may have done it)."""
+        return key in self._memo

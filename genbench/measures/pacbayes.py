@@ -15,7 +15,9 @@ Unlike the public code, the Gaussian noise std is sigma (not sigma^2), and the s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,32 +75,46 @@ def noise_generator(ctx: MeasureContext, key: str) -> torch.Generator:
 
 
 # --- the radius search --------------------------------------------------------------------------------
-def search_radius(drop: Callable[[float], float], *, check: Callable[[], None] = lambda: None,
-                  start: float = START, floor: float = FLOOR, cap: float = CAP) -> float:
-    """Largest radius r with drop(r) <= TARGET_DROP: double or halve from `start` to bracket it in [r, 2r]
-    (clamped to [floor, cap]), then bisect until |drop - TARGET_DROP| <= TOLERANCE or BISECT_STEPS."""
+def radius_steps(start: float = START, floor: float = FLOOR, cap: float = CAP) -> Generator[float, float, float]:
+    """The radius search as a coroutine: yields each radius to try, is sent drop(radius), returns the largest
+    radius r with drop(r) <= TARGET_DROP: double or halve from `start` to bracket it in [r, 2r] (clamped to
+    [floor, cap]), then bisect until |drop - TARGET_DROP| <= TOLERANCE or BISECT_STEPS. search_radius drives it
+    for one model; measures/batched.py drives one per model of a stack, every drop of a step in one forward."""
     r = start
-    d = drop(r)
+    d = yield r
     grow = d <= TARGET_DROP
     while abs(d - TARGET_DROP) > TOLERANCE:
-        check()
         nxt = r * 2 if grow else r / 2
         if not floor <= nxt <= cap:
             return r
-        r, d = nxt, drop(nxt)
+        r, d = nxt, (yield nxt)
         if (d <= TARGET_DROP) != grow:
             break
     else:
         return r
     lo, hi = (r / 2, r) if grow else (r, r * 2)
     for _ in range(BISECT_STEPS):
-        check()
         mid = (lo + hi) / 2
-        d = drop(mid)
+        d = yield mid
         if abs(d - TARGET_DROP) <= TOLERANCE:
             return mid
         lo, hi = (mid, hi) if d <= TARGET_DROP else (lo, mid)
     return lo
+
+
+def search_radius(drop: Callable[[float], float], *, check: Callable[[], None] = lambda: None,
+                  start: float = START, floor: float = FLOOR, cap: float = CAP) -> float:
+    """Largest radius r with drop(r) <= TARGET_DROP (radius_steps, with `check` before every drop but the first)."""
+    steps = radius_steps(start, floor, cap)
+    r = next(steps)
+    d = drop(r)
+    while True:
+        try:
+            r = steps.send(d)
+        except StopIteration as done:
+            return done.value
+        check()
+        d = drop(r)
 
 
 def gaussian_drop(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
@@ -144,6 +160,56 @@ def loss_gradient(fm: FlatModel, u: torch.Tensor, x: torch.Tensor, y: torch.Tens
     return grad, correct / len(x)
 
 
+@dataclass
+class Accuracies:
+    """What a search asks for: the training accuracy of the model at each row of `weights` [K, P]."""
+
+    weights: torch.Tensor
+
+
+@dataclass
+class Gradient:
+    """What a search asks for: the gradient in u of the mean cross-entropy at weights w + u, and the accuracy there."""
+
+    u: torch.Tensor
+
+
+Request = Accuracies | Gradient
+
+
+def answer(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, request: Request
+           ) -> list[float] | tuple[torch.Tensor, float]:
+    """A search's request answered on one model: [accuracy per row] or (gradient, accuracy)."""
+    if isinstance(request, Gradient):
+        return loss_gradient(fm, request.u, x, y)
+    return [fm.accuracy(flat, x, y) for flat in request.weights]
+
+
+def drive(search: Generator[Request, Any, Any], fm: FlatModel, x: torch.Tensor, y: torch.Tensor) -> Any:
+    """Run one search coroutine on one model, answering each request in turn; its return value."""
+    try:
+        request = next(search)
+        while True:
+            request = search.send(answer(fm, x, y, request))
+    except StopIteration as done:
+        return done.value
+
+
+def ascent(fm: FlatModel, radius: float | torch.Tensor, start: torch.Tensor, steps: int = ASCENT_STEPS,
+           settled: Callable[[float], bool] = lambda worst: False
+           ) -> Generator[Request, Any, tuple[torch.Tensor, float]]:
+    """ascend_in_box as a coroutine of requests (so that measures/batched.py can run many at once)."""
+    u, worst = radius * start, 1.0
+    for _ in range(steps):
+        grad, acc = yield Gradient(u)
+        worst = min(worst, acc)
+        if settled(worst):
+            return u, worst
+        u = torch.clamp(u + ASCENT_STEP_SIZE * radius * grad.sign(), -radius, radius)
+    (last,) = yield Accuracies((fm.w + u).unsqueeze(0))
+    return u, min(worst, last)
+
+
 def ascend_in_box(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, radius: float | torch.Tensor,
                   start: torch.Tensor, steps: int = ASCENT_STEPS,
                   settled: Callable[[float], bool] = lambda worst: False) -> tuple[torch.Tensor, float]:
@@ -151,14 +217,7 @@ def ascend_in_box(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, radius: float
     half-width per weight), from u = radius * start (start in [-1, 1]^P); returns the final u and the lowest
     training accuracy met on the way. It stops early once `settled(worst)` says the caller's decision can no
     longer change (the lowest accuracy only falls with more steps)."""
-    u, worst = radius * start, 1.0
-    for _ in range(steps):
-        grad, acc = loss_gradient(fm, u, x, y)
-        worst = min(worst, acc)
-        if settled(worst):
-            return u, worst
-        u = torch.clamp(u + ASCENT_STEP_SIZE * radius * grad.sign(), -radius, radius)
-    return u, min(worst, fm.accuracy(fm.w + u, x, y))
+    return drive(ascent(fm, radius, start, steps, settled), fm, x, y)
 
 
 def box_loss(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> float:
@@ -188,6 +247,43 @@ def sharpness_alpha(model: nn.Module, x: torch.Tensor, y: torch.Tensor, generato
         return acc0 - ascend_in_box(fm, x, y, box_radius(fm.w, a, magnitude), start, settled=too_far)[1]
 
     return search_radius(drop, check=check)
+
+
+# --- the searches as coroutines (one per model of a stack: measures/batched.py) ---------------------------
+def gaussian_search(fm: FlatModel, generator: torch.Generator, magnitude: bool = False
+                    ) -> Generator[Request, Any, float]:
+    """pacbayes_sigma as a coroutine of requests: the same noise draws, drops and decisions, each radius's N_MC
+    perturbed models asked for at once."""
+    z = torch.randn(N_MC, fm.w.numel(), generator=generator, dtype=fm.w.dtype).to(fm.w.device)
+    w2 = fm.w ** 2
+    (acc0,) = yield Accuracies(fm.w.unsqueeze(0))
+    steps = radius_steps()
+    s = next(steps)
+    while True:
+        scale = torch.sqrt(s ** 2 * w2 + EPS_MAG ** 2) if magnitude else s
+        accs = yield Accuracies(fm.w + scale * z)
+        try:
+            s = steps.send(acc0 - float(np.mean(accs)))
+        except StopIteration as done:
+            return done.value
+
+
+def box_search(fm: FlatModel, generator: torch.Generator, magnitude: bool = False) -> Generator[Request, Any, float]:
+    """sharpness_alpha as a coroutine of requests: the same starting point, ascents, early stops and decisions."""
+    start = (2 * torch.rand(fm.w.numel(), generator=generator, dtype=fm.w.dtype) - 1).to(fm.w.device)
+    (acc0,) = yield Accuracies(fm.w.unsqueeze(0))
+
+    def too_far(worst: float) -> bool:
+        return (acc0 - worst) - TARGET_DROP > TOLERANCE
+
+    steps = radius_steps()
+    a = next(steps)
+    while True:
+        _, worst = yield from ascent(fm, box_radius(fm.w, a, magnitude), start, settled=too_far)
+        try:
+            a = steps.send(acc0 - worst)
+        except StopIteration as done:
+            return done.value
 
 
 # --- per-model memos ----------------------------------------------------------------------------------
@@ -263,12 +359,25 @@ def mag_sharpness_bound(ref: torch.Tensor, dist: torch.Tensor, alpha_: float, m:
     return magnitude_bound(ref, dist, alpha_, m, 4 * math.log(2 * ref.numel()))
 
 
+def batched(key: str) -> Callable[[list[MeasureContext]], None]:
+    """The batched implementation of the measures sharing the search `key`: that search for a group of models at
+    once (measures/batched.py), each result left in its model's memo, where `_searched` finds it."""
+    def prepare(ctxs: list[MeasureContext]) -> None:
+        from .batched import prepare_search  # batched.py builds on this module
+        prepare_search(key, ctxs)
+
+    return prepare
+
+
 TRAIN = ("train_data",)
 TRAIN_INIT = ("train_data", "init_weights")
+SIGMA, MAG_SIGMA = batched("pacbayes.sigma"), batched("pacbayes.mag_sigma")
+ALPHA, MAG_ALPHA = batched("sharpness.alpha"), batched("sharpness.mag_alpha")
 
 
 # --- PAC-Bayes (Gaussian noise) -----------------------------------------------------------------------
-@register_measure("pacbayes.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=SIGMA)
 def init(ctx: MeasureContext) -> float:
     """||w - w0||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy (eq. 48).
 
@@ -276,7 +385,8 @@ def init(ctx: MeasureContext) -> float:
     return pacbayes_bound(float(flat_weights(ctx, True).square().sum()), sigma(ctx), ctx.num_train)
 
 
-@register_measure("pacbayes.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=SIGMA)
 def orig(ctx: MeasureContext) -> float:
     """||w||^2 / (4 sigma^2) + log(m / sigma) + 10, sigma the largest noise std costing <= 0.1 accuracy (eq. 49).
 
@@ -284,13 +394,15 @@ def orig(ctx: MeasureContext) -> float:
     return pacbayes_bound(float(flat_weights(ctx, False).square().sum()), sigma(ctx), ctx.num_train)
 
 
-@register_measure("pacbayes.flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=SIGMA)
 def flatness(ctx: MeasureContext) -> float:
     """1 / sigma^2, sigma the largest Gaussian weight-noise std costing <= 0.1 training accuracy (eq. 53)."""
     return 1.0 / sigma(ctx) ** 2
 
 
-@register_measure("pacbayes.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_SIGMA)
 def mag_init(ctx: MeasureContext) -> float:
     """1/4 sum_i log[(eps^2 + (s'^2+1)||w-w0||^2/omega) / (eps^2 + s'^2 (w_i-w0_i)^2)] + log(m/s') + 10 (eq. 56).
 
@@ -300,7 +412,8 @@ def mag_init(ctx: MeasureContext) -> float:
     return mag_pacbayes_bound(dist, dist, mag_sigma(ctx), ctx.num_train)
 
 
-@register_measure("pacbayes.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_SIGMA)
 def mag_orig(ctx: MeasureContext) -> float:
     """1/4 sum_i log[(eps^2 + (s'^2+1)||w||^2/omega) / (eps^2 + s'^2 (w_i-w0_i)^2)] + log(m/s') + 10 (eq. 57).
 
@@ -310,14 +423,16 @@ def mag_orig(ctx: MeasureContext) -> float:
     return mag_pacbayes_bound(flat_weights(ctx, False), flat_weights(ctx, True), mag_sigma(ctx), ctx.num_train)
 
 
-@register_measure("pacbayes.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("pacbayes.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_SIGMA)
 def mag_flatness(ctx: MeasureContext) -> float:
     """1 / s'^2, s' the largest scale whose noise std sqrt(s'^2 w_i^2 + eps^2) costs <= 0.1 accuracy (eq. 61)."""
     return 1.0 / mag_sigma(ctx) ** 2
 
 
 # --- sharpness (worst case in a box) ------------------------------------------------------------------
-@register_measure("sharpness.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=ALPHA)
 def sharpness_init(ctx: MeasureContext) -> float:
     """||w - w0||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10, alpha the sharpness box radius (eq. 50).
 
@@ -328,14 +443,16 @@ def sharpness_init(ctx: MeasureContext) -> float:
     return sharpness_bound(float(w.square().sum()), alpha(ctx), w.numel(), ctx.num_train)
 
 
-@register_measure("sharpness.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.orig", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=ALPHA)
 def sharpness_orig(ctx: MeasureContext) -> float:
     """||w||^2 log(2 omega) / (4 alpha^2) + log(m / alpha) + 10, alpha the sharpness box radius (eq. 51)."""
     w = flat_weights(ctx, False)
     return sharpness_bound(float(w.square().sum()), alpha(ctx), w.numel(), ctx.num_train)
 
 
-@register_measure("sharpness.flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=ALPHA)
 def sharpness_flatness(ctx: MeasureContext) -> float:
     """1 / alpha^2, alpha the largest box |u_i| <= alpha whose worst case costs <= 0.1 accuracy (eq. 52).
 
@@ -343,7 +460,8 @@ def sharpness_flatness(ctx: MeasureContext) -> float:
     return 1.0 / alpha(ctx) ** 2
 
 
-@register_measure("sharpness.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.mag_init", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_ALPHA)
 def sharpness_mag_init(ctx: MeasureContext) -> float:
     """Magnitude-aware sharpness bound from w - w0 (eq. 58), a' the magnitude-aware box scale.
 
@@ -355,7 +473,8 @@ def sharpness_mag_init(ctx: MeasureContext) -> float:
     return mag_sharpness_bound(dist, dist, mag_alpha(ctx), ctx.num_train)
 
 
-@register_measure("sharpness.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.mag_orig", needs=TRAIN_INIT, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_ALPHA)
 def sharpness_mag_orig(ctx: MeasureContext) -> float:
     """Magnitude-aware sharpness bound from w (eq. 59), a' the magnitude-aware box scale.
 
@@ -365,7 +484,8 @@ def sharpness_mag_orig(ctx: MeasureContext) -> float:
     return mag_sharpness_bound(flat_weights(ctx, False), flat_weights(ctx, True), mag_alpha(ctx), ctx.num_train)
 
 
-@register_measure("sharpness.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap")
+@register_measure("sharpness.mag_flatness", needs=TRAIN, citation=FANTASTIC, higher_means="larger_gap",
+                  batched=MAG_ALPHA)
 def sharpness_mag_flatness(ctx: MeasureContext) -> float:
     """1 / a'^2, a' the largest box |u_i| <= a' |w_i| + eps whose worst case costs <= 0.1 accuracy (eq. 60)."""
     return 1.0 / mag_alpha(ctx) ** 2

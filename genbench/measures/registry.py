@@ -34,6 +34,7 @@ class Measure:
     transform: str = "select"
     doc: str = ""
     source_hash: str = field(default="", compare=False)
+    batched: Callable[[list[Any]], None] | None = field(default=None, compare=False)
 
     def __call__(self, ctx: Any) -> Any:
         return self.fn(ctx)
@@ -63,13 +64,18 @@ def _check_name(name: str) -> None:
 
 def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = (), citation: str = "",
                      version: int = 1, higher_means: str | None = None, invariances: Iterable[str] = (),
-                     transform: str = "select", replace: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+                     transform: str = "select", batched: Callable[[list[Any]], None] | None = None,
+                     replace: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator that registers `fn(ctx) -> float | array` as the measure `name` (family.variant).
 
     `transform` is the phi the scorer applies before regressing: "log", "linear", or "select" (the default: the
     scorer picks linear or log, log only when every value is positive, inside each training fold by the better
     fit, and reports which it used). It is never read from the name. `invariances` lists what the conformance
-    suite checks (e.g. "relu_rescale": unchanged when a ReLU layer pair is rescaled by a and 1/a)."""
+    suite checks (e.g. "relu_rescale": unchanged when a ReLU layer pair is rescaled by a and 1/a).
+
+    `batched(ctxs)`, optional, does the measure's costly shared work for several models of one shape at once (the
+    contexts of a group, each with its model's memo) and leaves it in their memos, where `fn` then finds it: `fn`
+    stays the definition, and the conformance suite checks that both paths give the same values."""
     _check_name(name)
     needs, invariances = tuple(needs), tuple(invariances)
     if kind not in KINDS:
@@ -86,6 +92,8 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
     if higher_means not in HIGHER_MEANS:
         raise GenbenchError(f"measure {name!r}: higher_means must be 'larger_gap', 'smaller_gap' or None, "
                             f"got {higher_means!r}")
+    if batched is not None and not callable(batched):
+        raise GenbenchError(f"measure {name!r}: batched must be a function of a list of contexts, got {batched!r}")
     if not isinstance(version, int) or version < 1:
         raise GenbenchError(f"measure {name!r}: version must be a positive integer, got {version!r}")
 
@@ -96,7 +104,7 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
         doc = (inspect.getdoc(fn) or "").strip().splitlines()
         _MEASURES[name] = Measure(name=name, fn=fn, kind=kind, needs=needs, citation=citation, version=version,
                                   higher_means=higher_means, invariances=invariances, transform=transform,
-                                  doc=doc[0] if doc else "", source_hash=source_hash(fn))
+                                  doc=doc[0] if doc else "", source_hash=source_hash(fn), batched=batched)
         return fn
 
     return deco

@@ -274,19 +274,25 @@ def _set_tables_dense(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid,
     sizes = [math.prod(dims[d] for d in k) for k in keep]
     out = [(np.zeros((B, K, K, n_masks)), np.zeros((B, K)), np.zeros((B, K))) for K in sizes]
     step = max(1, _BLOCK // max(per_block * m * P * m, V * V * len(live)))
+    # each present cell's group under each S: the sums over the other axes are products with a 0/1 matrix [K, P]
+    where = np.unravel_index(present, dims)
+    onehots = []
+    for k, K in zip(keep, sizes):
+        group = np.ravel_multi_index([where[d] for d in k], [dims[d] for d in k]) if k else np.zeros(P, np.intp)
+        onehots.append((np.arange(K)[:, None] == group[None, :]).astype(dtype))
+    stacked, offsets = np.concatenate(onehots), np.cumsum([0, *sizes])  # every S's first side in one product
     for b0 in range(0, B, step):
         cb = cs[:, b0:b0 + step]
         nb = cb.shape[1]
-        full = np.zeros((V, V, len(live), nb), dtype)
-        cnt = _cell_pair_counts(cb, masks_for, blocks, cached, live, P, m)
-        full[present[:, None], present[None, :]] = cnt
-        full = full.reshape(*dims, *dims, len(live), nb)
+        cnt = _cell_pair_counts(cb, masks_for, blocks, cached, live, P, m).reshape(P, P * len(live) * nb)
         sv, qv = np.zeros((V, nb)), np.zeros((V, nb))
         sv[present] = cb.reshape(P, m, nb).sum(1)
         qv[present] = (cb.astype(float) ** 2).reshape(P, m, nb).sum(1)
-        for k, K, (o_t, o_s, o_q) in zip(keep, sizes, out):
+        first = stacked @ cnt  # [sum of K, P L nb]
+        for k, K, onehot, o, (o_t, o_s, o_q) in zip(keep, sizes, onehots, offsets, out):
             drop = tuple(d for d in range(A) if d not in k)
-            marg = full.sum(drop + tuple(A + d for d in drop)).reshape(K, K, len(live), nb)
+            # integer counts below 2^24 (or float64): every order of summation gives the same numbers
+            marg = np.matmul(onehot, first[o:o + K].reshape(K, P, -1)).reshape(K, K, len(live), nb)
             o_t[b0:b0 + nb][..., live] = marg.transpose(3, 0, 1, 2)
             o_s[b0:b0 + nb] = sv.reshape(*dims, nb).sum(drop).reshape(K, nb).T
             o_q[b0:b0 + nb] = qv.reshape(*dims, nb).sum(drop).reshape(K, nb).T
@@ -441,12 +447,17 @@ def _pgdl_pairs(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid) -> di
     pairs = list(itertools.combinations(grid.axes, 2))
     values = {}
     for pair, (part, s, _) in zip(pairs, _set_tables(mu, g, c, grid, pairs, _pgdl_masks, 3)):
-        K = s.shape[1]
-        t = np.zeros((len(c), K, K, 2, 2))
-        t[..., 1, 1], t[..., 1, 0], t[..., 0, 1] = part[..., 0], part[..., 1], part[..., 2]
-        t[..., 0, 0] = np.maximum(s[:, :, None] * s[:, None, :] - part.sum(3), 0.0)  # self pairs land here
-        values[pair] = _pgdl_ratio(t.reshape(len(c), K * K, 2, 2))
+        values[pair] = _pgdl_ratio(_pgdl_table(part, s))
     return values
+
+
+def _pgdl_table(part: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """[B, K K, 2 (gap), 2 (mu)] counts of all ordered pairs from the three classes [B, K, K, 3] and group sums s."""
+    K = s.shape[1]
+    t = np.zeros((len(part), K, K, 2, 2))
+    t[..., 1, 1], t[..., 1, 0], t[..., 0, 1] = part[..., 0], part[..., 1], part[..., 2]
+    t[..., 0, 0] = np.maximum(s[:, :, None] * s[:, None, :] - part.sum(3), 0.0)  # self pairs land here
+    return t.reshape(len(part), K * K, 2, 2)
 
 
 def pgdl_cmi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable | None = "seed",
@@ -468,6 +479,31 @@ def pgdl_cmi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable 
     mu, g, c, batched = _prepare(mu, g, weights)
     values = _pgdl_pairs(mu, g, c, _grid(hp, len(mu), replicate, min_axes=2))
     return _out(_nanmin_rows(np.stack(list(values.values()), 1)), batched)
+
+
+def _pgdl_from_cmi(part: np.ndarray) -> np.ndarray:
+    """PGDL's pair classes (gap+ mu+, gap+ mu<=, gap<= mu+) from CMI's four on the same cells: (mu-, gap+) is
+    (mu+, gap-) with the pair swapped, so the counts are sums of CMI's (exact: integer counts)."""
+    sw = part.transpose(0, 2, 1, 3)
+    return np.stack([part[..., 0], sw[..., 1] + part[..., 3], part[..., 1] + part[..., 2]], -1)
+
+
+def grid_scores(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable | None = "seed",
+                weights: ArrayLike | None = None) -> tuple[Score, Score, Score | None]:
+    """conditional_mi (|S| <= 2: K and the sign) and pgdl_cmi from one count of the model pairs per conditioning
+    set, the same numbers as the two functions; pgdl None where the grid has fewer than two varied axes."""
+    mu, g, c, batched = _prepare(mu, g, weights)
+    grid = _grid(hp, len(mu), replicate)
+    sets = [s for k in range(min(2, len(grid.axes)) + 1) for s in itertools.combinations(grid.axes, k)]
+    values, pairs = [], []
+    for s, (part, gs, gq) in zip(sets, _set_tables(mu, g, c, grid, sets, _cmi_masks, 4)):
+        K = gs.shape[1]
+        values.append(_cmi_ratio(_cmi_table(part, gs, gq).reshape(len(c), K * K, 3, 3)))
+        if len(s) == 2:
+            pairs.append(_pgdl_ratio(_pgdl_table(_pgdl_from_cmi(part), gs)))
+    k = _nanmin_rows(np.stack(values, 1))
+    pgdl = _out(_nanmin_rows(np.stack(pairs, 1)), batched) if pairs else None
+    return _out(k, batched), _out(np.sign(_tau(mu, g, c)), batched), pgdl
 
 
 # ---------------------------------------------------------------- robust sign-error

@@ -16,6 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
 
 from ..zoo.storage import Zoo
+from .folds import FoldGroup, recipe_plus_fits
 
 ALPHAS = np.logspace(-4, 4, 17)  # the ridge penalties RidgeCV chooses from, inside each training fold
 REPLICATE = "seed"
@@ -89,6 +90,14 @@ class RecipePlus(RegressorMixin, BaseEstimator):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.reg_.predict(self._design(x, self.phi_, fit=False))
+
+    def fit_folds(self, x: np.ndarray, y: np.ndarray, group: FoldGroup) -> tuple[np.ndarray, list[str], None]:
+        """fit + predict on every training fold of a group at once: held-out predictions [F, t] and the phi of each
+        fold (the numbers of fit, fold by fold; folds.py)."""
+        options = ["linear", "log"] if self.transform == "select" else [self.transform]
+        pred, chosen = recipe_plus_fits(np.asarray(x, dtype=float), y, group, recipe=self.recipe, options=options,
+                                        alphas=ALPHAS)
+        return pred, [options[i] for i in chosen], None
 
 
 def with_recipe(features: np.ndarray, x: np.ndarray) -> np.ndarray:

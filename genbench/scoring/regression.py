@@ -3,7 +3,8 @@ R^2 and held-out MSE pooled over the out-of-fold predictions of R shuffles of k-
 scikit-learn's cross_val_predict + r2_score compute, averaged over the shuffles); phi chosen inside each training
 fold when the measure asks the scorer to select it; a scalar's slope held to its declared direction when asked (a
 training fold whose free fit runs the other way predicts the fold's mean); the bootstrap of adjusted R^2 by batched
-weighted least squares."""
+weighted least squares. The scorer's own estimators are fitted on every training fold at once (folds.py, the same
+numbers); any other estimator is cloned and fitted fold by fold."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,13 +14,16 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
+from sklearn.linear_model import RidgeCV
 from sklearn.model_selection import KFold
 
+from .folds import FoldGroup, fold_groups, least_squares, phi_fits, ridge_gcv
 from .resample import pooled_scores
 
 K_FOLDS = 10
 REPEATS = 10          # shuffles of the k-fold split, seeds 0..REPEATS-1
 MODELS_PER_FEATURE = 10  # a least-squares score needs n >= MODELS_PER_FEATURE (p + 1) models
+BATCHED = True  # the scorer's own estimators fit every fold at once (folds.py); False: clone and fit fold by fold
 
 
 def enough_models(n: int, p: int) -> bool:
@@ -61,6 +65,17 @@ class PhiRegression(RegressorMixin, BaseEstimator):
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.reg_.predict(self.sign_ * (np.log(x) if self.phi_ == "log" else x))
 
+    def fit_folds(self, x: np.ndarray, y: np.ndarray, group: FoldGroup
+                  ) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """fit + predict on every training fold of a group at once: held-out predictions [F, t], the phi of each
+        fold and whether its held fit was flat (the numbers of fit, fold by fold; folds.py)."""
+        if self.direction is not None and x.shape[1] != 1:
+            raise ValueError(f"a direction holds the slope of one feature, got {x.shape[1]}")
+        options = ["linear", "log"] if self.transform == "select" else [self.transform]
+        sign = 1.0 if self.direction is None else float(np.sign(self.direction))
+        pred, chosen, flat = phi_fits(x, y, group, options=options, sign=sign, positive=self.direction is not None)
+        return pred, [options[i] for i in chosen], flat
+
     @property
     def slope_(self) -> np.ndarray:
         """The coefficients on phi(x) (with the direction's sign put back)."""
@@ -92,7 +107,11 @@ class CrossValidation:
 
 def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_FOLDS,
                    repeats: int = REPEATS) -> CrossValidation:
-    """Fit a clone of `estimator` on k-1 folds and predict the held-out one, for shuffle seeds 0..repeats-1."""
+    """Fit a clone of `estimator` on k-1 folds and predict the held-out one, for shuffle seeds 0..repeats-1. The
+    scorer's own estimators (a `fit_folds` method, plain RidgeCV) fit every fold at once."""
+    fits = _batched(estimator) if BATCHED else None
+    if fits is not None:
+        return _cross_validate_batched(fits, x, y, k=k, repeats=repeats)
     n = len(y)
     heldout = np.empty((repeats, n))
     fold_r2, chosen, flat, folds = [], {}, 0, 0
@@ -110,6 +129,51 @@ def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_F
     per_shuffle = [np.mean([v for s, v in fold_r2 if s == r]) for r in range(repeats)]
     return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
                            fold_mean_r2=float(np.mean(per_shuffle)), chosen=chosen, flat=flat, folds=folds)
+
+
+def _batched(estimator: Any) -> Any:
+    """The estimator's all-folds fit (fit_folds), RidgeCV's with default settings, or None (fit fold by fold)."""
+    if hasattr(estimator, "fit_folds"):
+        return estimator.fit_folds
+    settings = {k: v for k, v in estimator.get_params().items() if k != "alphas"} \
+        if type(estimator) is RidgeCV else None
+    if settings is not None and settings == {k: v for k, v in RidgeCV().get_params().items() if k != "alphas"}:
+        alphas = np.asarray(estimator.alphas, dtype=float).reshape(-1)
+
+        def ridge_folds(x: np.ndarray, y: np.ndarray, group: FoldGroup) -> tuple[np.ndarray, None, None]:
+            xf = np.asarray(x, dtype=float)
+            coef, icpt = ridge_gcv(xf[group.train], y[group.train], alphas)
+            return np.einsum("ftp,fp->ft", xf[group.test], coef) + icpt[:, None], None, None
+        return ridge_folds
+    return None
+
+
+def _cross_validate_batched(fits: Any, x: np.ndarray, y: np.ndarray, *, k: int, repeats: int) -> CrossValidation:
+    """cross_validate with every training fold of a size fitted at once by `fits` (same folds, same numbers)."""
+    n = len(y)
+    y = np.asarray(y, dtype=float)
+    heldout = np.empty((repeats, n))
+    fold_r2: list[list[float]] = [[] for _ in range(repeats)]
+    chosen: dict[str, int] = {}
+    flat = folds = 0
+    for group in fold_groups(n, k, repeats):
+        pred, phis, flats = fits(x, y, group)
+        heldout[group.shuffle[:, None], group.test] = pred
+        folds += len(pred)
+        flat += 0 if flats is None else int(np.sum(flats))
+        for phi in phis or ():
+            chosen[phi] = chosen.get(phi, 0) + 1
+        yt = y[group.test]
+        if yt.shape[1] > 1:
+            ss_tot = ((yt - yt.mean(1, keepdims=True)) ** 2).sum(1)
+            r2 = 1.0 - ((yt - pred) ** 2).sum(1) / np.where(ss_tot > 0, ss_tot, 1.0)
+            for r, v, ok in zip(group.shuffle, r2, np.ptp(yt, axis=1) > 0):
+                if ok:
+                    fold_r2[r].append(float(v))
+    r2, mse = zip(*(pooled_scores(y, heldout[r][None]) for r in range(repeats)))
+    return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
+                           fold_mean_r2=float(np.mean([np.mean(v) for v in fold_r2])), chosen=chosen, flat=flat,
+                           folds=folds)
 
 
 def _weighted_fit_predict(x_fit: np.ndarray, y: np.ndarray, w: np.ndarray, x_pred: np.ndarray) -> np.ndarray:

@@ -2,6 +2,9 @@
 bootstrap interval over models, and the reasons for anything that could not be computed or honestly reported."""
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +16,7 @@ from ..errors import GenbenchError, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from sklearn.base import clone
+from threadpoolctl import threadpool_limits
 from sklearn.linear_model import RidgeCV
 from sklearn.metrics import mean_squared_error, r2_score
 
@@ -264,8 +268,8 @@ def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame,
         psi, axes = rank.granulated_psi(mu, y, hp)
         s.values["psi"], s.psi_axes = float(psi), {a: float(v) for a, v in axes.items()}
         s.samples["psi"] = np.asarray(rank.granulated_psi(mu, y, hp, weights=weights)[0])
-        cmi, _, sign = rank.conditional_mi(mu, y, hp)
-        cmi_b, _, sign_b = rank.conditional_mi(mu, y, hp, weights=weights)
+        cmi, sign, pgdl = rank.grid_scores(mu, y, hp)
+        cmi_b, sign_b, pgdl_b = rank.grid_scores(mu, y, hp, weights=weights)
         s.cmi_sign = float(sign)
         if direction is None:
             s.values["cmi"], s.samples["cmi"] = float(cmi), np.asarray(cmi_b)
@@ -273,8 +277,10 @@ def _add_rank(s: MeasureScores, mu: np.ndarray, y: np.ndarray, hp: pd.DataFrame,
         else:  # signed by the declared direction: negative when the association runs against the claim
             s.values["cmi"] = float(cmi) * (1.0 if sign * direction >= 0 else -1.0)
             s.samples["cmi"] = np.asarray(cmi_b) * np.where(np.asarray(sign_b) * direction >= 0, 1.0, -1.0)
-        s.values["cmi_pgdl"] = float(rank.pgdl_cmi(mu, y, hp))
-        s.samples["cmi_pgdl"] = np.asarray(rank.pgdl_cmi(mu, y, hp, weights=weights))
+        if pgdl is None:
+            rank.pgdl_cmi(mu, y, hp)  # fewer than two varied axes: its error says so
+        s.values["cmi_pgdl"] = float(pgdl)
+        s.samples["cmi_pgdl"] = np.asarray(pgdl_b)
     except ValueError as e:
         s.notes.append(f"grid scores (Psi, CMI) skipped: {e}")
     try:
@@ -311,13 +317,15 @@ def _keep_honest(s: MeasureScores) -> None:
 
 def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str = "declared", *,
           measures: list[str] | None = None, k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED,
-          n_boot: int = N_BOOT, allow_partial: bool = False) -> Scores:
+          n_boot: int = N_BOOT, allow_partial: bool = False, progress: Callable[[str], None] | None = None
+          ) -> Scores:
     """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
 
     transform "declared" uses each measure's own phi (its `register_measure(transform=...)`); "log", "linear" or
     "select" force one. Every measure is judged on the same bootstrap resamples of the zoo's models (a function
     of the zoo's table hash and `seed`), so entries can be compared pairwise. A partial zoo (not every model of
-    its recipe built or downloaded) is refused unless `allow_partial`."""
+    its recipe built or downloaded) is refused unless `allow_partial`. Measures are scored side by side;
+    `progress(name)` is called as each one is done, in the table's order."""
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
     if transform not in ("declared", *TRANSFORMS):
@@ -328,14 +336,35 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     values = sorted_values(values, zoo)
     names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
     weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"])
-    items, recipes = {}, {}
+    recipes: dict[tuple[str, ...], Recipe | str] = {}
+    jobs = {}
     for name in names:
         meta = info.get(name) or _meta(get_measure(name))
-        phi = meta["transform"] if transform == "declared" else transform
-        items[name] = score_columns(name, measure_matrix(values, name), values, zoo, weights, kind=meta["kind"],
-                                    transform=phi, higher_means=meta.get("higher_means"), target=target, k=k,
-                                    repeats=repeats, seed=seed, recipes=recipes)
+        jobs[name] = (measure_matrix(values, name), meta, meta["transform"] if transform == "declared" else transform)
+
+    def one(name: str) -> MeasureScores:
+        x, meta, phi = jobs[name]
+        return score_columns(name, x, values, zoo, weights, kind=meta["kind"], transform=phi,
+                             higher_means=meta.get("higher_means"), target=target, k=k, repeats=repeats, seed=seed,
+                             recipes=recipes)
+
+    items = {}
+    with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=_workers(len(names))) as pool:
+        if names:  # the first measure fits the recipe its models share (cached for the others)
+            items[names[0]] = one(names[0])
+            if progress is not None:
+                progress(names[0])
+        for name, s in zip(names[1:], pool.map(one, names[1:])):
+            items[name] = s
+            if progress is not None:
+                progress(name)
     return Scores(zoo.name, target, items)
+
+
+def _workers(jobs: int) -> int:
+    """Measures scored side by side: one a core (up to 4), their linear algebra on one thread each (the matrices
+    are small: more threads per product only wait on each other, badly on a busy machine)."""
+    return max(1, min(jobs, os.cpu_count() or 1, 4))
 
 
 def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:

@@ -1,0 +1,165 @@
+"""Batched flatness searches (issue 41): the PAC-Bayes and sharpness searches of a shape group of models in one
+stacked forward give every model its per-model value, and the harness's hook for batched implementations (shape
+groups, the value cache, per-model failures, the conformance check)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import genbench as gb
+from genbench.harness import check_measure
+from genbench.harness.evaluate import evaluate_group, shape_key, validate_value
+from genbench.harness.executor import Executor
+from genbench.measures import batched as batched_module
+
+SEARCH_MEASURES = ["pacbayes.flatness", "pacbayes.mag_flatness", "sharpness.flatness", "sharpness.mag_flatness"]
+
+
+@pytest.fixture
+def stacks(monkeypatch):
+    """Records the number of models of every stack the batched searches run."""
+    sizes = []
+    real = batched_module.run_searches
+
+    def spy(stack, searches, check=lambda: None):
+        sizes.append(len(searches))
+        return real(stack, searches, check)
+
+    monkeypatch.setattr(batched_module, "run_searches", spy)
+    return sizes
+
+
+def both_paths(zoo, names, tmp_path, ids=None):
+    """The value tables of `names` on `zoo` one model at a time and with the batched implementations."""
+    per = gb.evaluate(names, zoo, models=ids, cache=False, executor=Executor(batch=False), progress=False)
+    bat = gb.evaluate(names, zoo, models=ids, cache=False, progress=False)
+    return per, bat
+
+
+@pytest.mark.parametrize("zoo_name", ["digits_zoo", "nin_zoo"])
+def test_batched_searches_give_every_model_its_per_model_value(zoo_name, request, tmp_path, stacks):
+    """An MLP zoo (Linear layers: the stacked products are the per-model ones) and a conv zoo (NiN in 1-D)."""
+    zoo = request.getfixturevalue(zoo_name)
+    ids = zoo.model_ids[:8]
+    per, bat = both_paths(zoo, SEARCH_MEASURES, tmp_path, ids)
+    groups = {}
+    for mid in ids:
+        groups.setdefault(shape_key(zoo.load_model(mid)), []).append(mid)
+    stacked = sorted(len(g) for g in groups.values() if len(g) >= 2)
+    assert stacked and sorted(stacks) == sorted(stacked * len(SEARCH_MEASURES))  # one stack per shape and search
+    for name in SEARCH_MEASURES:
+        assert per[f"{name}:error"].isna().all() and bat[f"{name}:error"].isna().all()
+        assert per[name].tolist() == bat[name].tolist(), name  # the searches' decisions identical: equal radii
+
+
+def test_the_bounds_that_share_a_search_reuse_the_batched_one(digits_zoo, tmp_path, stacks):
+    """pacbayes.init / orig / flatness share one sigma search per model: one stack per shape group for all three."""
+    ids = digits_zoo.model_ids[:6]
+    per, bat = both_paths(digits_zoo, ["pacbayes.init", "pacbayes.orig", "pacbayes.flatness"], tmp_path, ids)
+    for name in ["pacbayes.init", "pacbayes.orig", "pacbayes.flatness"]:
+        assert per[name].tolist() == bat[name].tolist()
+    assert len(stacks) == len({shape_key(digits_zoo.load_model(mid)) for mid in ids})
+
+
+def test_the_harness_groups_by_shape_skips_cached_models_and_keeps_failures_per_model(digits_zoo, tmp_path,
+                                                                                     temp_measures):
+    seen = []
+
+    def prepare(ctxs):
+        seen.append(sorted(c.model.config["width"] for c in ctxs))
+        assert len({shape_key(c.model) for c in ctxs}) == 1
+        for c in ctxs:
+            c.memo("test.work", lambda c=c: float(c.model.config["width"]))
+
+    @temp_measures("test.grouped", batched=prepare)
+    def grouped(ctx):
+        """The width, from the batched work when it was done (else it fails, as a broken model would)."""
+        if not ctx.has_memo("test.work"):
+            raise RuntimeError("no batched work")
+        return ctx.memo("test.work", lambda: math.nan)
+
+    ids = digits_zoo.model_ids[:12]
+    df = gb.evaluate("test.grouped", digits_zoo, models=ids, cache=tmp_path / "c", progress=False)
+    widths = [digits_zoo.load_model(mid).config["width"] for mid in ids]
+    assert df["test.grouped"].tolist() == [float(w) for w in widths]
+    assert sum(len(s) for s in seen) == len(ids) and all(len(set(s)) == 1 for s in seen)
+    seen.clear()
+    df = gb.evaluate("test.grouped", digits_zoo, models=digits_zoo.model_ids[:13], cache=tmp_path / "c",
+                     progress=False)
+    assert df.attrs["cached"]["test.grouped"] == 12  # cached models are not stacked again: one model left, alone
+    assert seen == [] and df["test.grouped:error"].iloc[12] == "RuntimeError: no batched work"
+
+
+def test_a_failing_batched_run_falls_back_to_each_models_own_call(digits_zoo, tmp_path, temp_measures):
+    def prepare(ctxs):
+        raise MemoryError("the stack does not fit")
+
+    @temp_measures("test.fallback", batched=prepare)
+    def fallback(ctx):
+        """Fails on one model, works on the others."""
+        if ctx.model.config["width"] == 32:
+            raise RuntimeError("this model only")
+        return 1.0
+
+    ids = digits_zoo.model_ids[::2]
+    df = gb.evaluate("test.fallback", digits_zoo, models=ids, cache=False, progress=False)
+    widths = [digits_zoo.load_model(mid).config["width"] for mid in ids]
+    assert set(widths) == {16, 32}
+    errors = [e if isinstance(e, str) else None for e in df["test.fallback:error"]]
+    assert df["test.fallback"].fillna(0).tolist() == [0.0 if w == 32 else 1.0 for w in widths]
+    assert errors == [("RuntimeError: this model only" if w == 32 else None) for w in widths]
+
+
+def test_the_conformance_suite_catches_a_batched_implementation_that_disagrees(digits_zoo, temp_measures):
+    def wrong(ctxs):
+        for c in ctxs:
+            c.memo("test.width", lambda: 1.0)
+
+    @temp_measures("test.disagrees", batched=wrong)
+    def disagrees(ctx):
+        """The width per model; the batched implementation says 1."""
+        return ctx.memo("test.width", lambda: float(ctx.model.config["width"]))
+
+    report = check_measure("test.disagrees", digits_zoo)
+    failed = [r for r in report.results if not r.passed]
+    assert [r.name for r in failed] == ["batched implementation gives the per-model values (rtol 1e-05)"]
+    assert "per model" in failed[0].message and "batched" in failed[0].message
+    report = check_measure("pacbayes.flatness", digits_zoo)
+    assert report.passed and "models stacked" in str(report)
+
+
+def test_batched_must_be_a_function(temp_measures):
+    with pytest.raises(gb.GenbenchError, match="batched must be a function"):
+        temp_measures("test.notfn", batched=3)
+
+
+def test_a_measure_returning_none_is_named_as_such(digits_zoo, temp_measures):
+    @temp_measures("test.none")
+    def none(ctx):
+        """Forgets to return."""
+
+    m = gb.get_measure("test.none")
+    assert validate_value(m, None) == (None, "returned None; a measure must return a finite number or array")
+    df = gb.evaluate("test.none", digits_zoo, models=digits_zoo.model_ids[:2], cache=False, progress=False)
+    assert (df["test.none:error"] == "returned None; a measure must return a finite number or array").all()
+    assert "non-finite" in validate_value(m, np.nan)[1]
+
+
+def test_evaluate_group_loads_each_model_once_and_reports_unloadable_ones(digits_zoo, monkeypatch):
+    import importlib
+    ev = importlib.import_module("genbench.harness.evaluate")
+    real, loads = ev._load, []
+
+    def load(zoo, mid, **kw):
+        loads.append(mid)
+        return (None, None, "could not load model 'x': planted") if mid == "x" else real(zoo, mid, **kw)
+
+    monkeypatch.setattr(ev, "_load", load)
+    m = gb.get_measure("pacbayes.flatness")
+    ids = digits_zoo.model_ids[:3]
+    out = evaluate_group(digits_zoo, {**{mid: [m] for mid in ids}, "x": [m]})
+    assert sorted(loads) == sorted([*ids, "x"])
+    assert out["x"]["pacbayes.flatness"]["error"] == "could not load model 'x': planted"
+    assert all(out[mid]["pacbayes.flatness"]["error"] is None for mid in ids)
