@@ -38,7 +38,7 @@ demo: install
 	$(BIN)/genbench zoo build mnist1d-demogen
 	$(BIN)/genbench zoo info mnist1d-demogen
 	$(BIN)/genbench evaluate '*' --zoo mnist1d-demogen
-	$(BIN)/genbench leaderboard --html leaderboard/site
+	$(BIN)/genbench leaderboard --format table --html leaderboard/site
 
 test: install-test sandbox
 	$(BIN)/python -m pytest -q tests

@@ -68,3 +68,21 @@ def shipped_results_dir() -> Path | None:
     root = PACKAGE.parent
     folder = root / SHIPPED_RESULTS
     return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def check_writable(*folders: Path | None) -> None:
+    """Refuse, in one line and before any work, a folder a command will write to that cannot be written: the first
+    part of its path that exists is a file, or a folder that is not writable. `folders` (None: $GENBENCH_HOME) are
+    not created here, so a command never computes for an hour and then fails to save, and a refusal leaves nothing."""
+    for folder in folders or (None,):
+        path = Path(folder).expanduser() if folder is not None else genbench_home()
+        what = "GENBENCH_HOME" if folder is None else "the folder"
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is None:
+            continue
+        if not existing.is_dir():
+            raise GenbenchError(f"{what} {path} cannot be written: {existing} is a file, not a folder; set "
+                                "GENBENCH_HOME (or --results) to a folder you can write to")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise GenbenchError(f"{what} {path} cannot be written: {existing} is not writable; set GENBENCH_HOME "
+                                "(or --results) to a folder you can write to")

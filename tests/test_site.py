@@ -496,18 +496,23 @@ def test_the_overview_chart_has_one_mark_per_entry_ordered_like_the_table(screen
     tid = f"table-{BIG_ZOO}"
     fig = screen.find_element(By.CSS_SELECTOR, f'figure.overview[data-table="{tid}"]')
     svg = fig.find_element(By.CSS_SELECTOR, "svg.overview-marks")
-    assert svg.rect["width"] > 1000 and svg.rect["height"] >= 150
+    assert svg.rect["width"] > 1000 and svg.rect["height"] >= 130  # the plot and a line of mark numbers
     names = visible_names(screen, BIG_ZOO)
     assert chart_names(screen, tid) == names  # one mark per row, in the ranking's order
     marks = {m.get_attribute("data-name"): m for m in svg.find_elements(By.CSS_SELECTOR, "svg.mark")}
     assert len(marks) == len(names) and len(svg.find_elements(By.CSS_SELECTOR, "svg.mark .pt")) == len(names)
     base = marks["baseline.hparams"]
     assert "baseline" in base.get_attribute("class").split() and base.find_element(By.CSS_SELECTOR, "path.pt")
+    ranks = {n: screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] td[data-col="rank"]').text.lstrip("=")
+             for n in names}
     shown_as = {n: screen.find_element(By.CSS_SELECTOR, f'tr[data-name="{n}"] a.entry').text for n in names}
-    assert {n: m.find_element(By.CSS_SELECTOR, "text.name").get_attribute("textContent")
-            for n, m in marks.items()} == shown_as  # each mark named as the table names its entry
+    assert {n: m.find_element(By.CSS_SELECTOR, "text.num").get_attribute("textContent")
+            for n, m in marks.items()} == {n: "B" if n.startswith("baseline.") else ranks[n] for n in names}
+    for n, m in marks.items():  # each mark numbered as the table ranks it, named in its title as the table names it
+        assert f" \u00b7 {shown_as[n]}: " in m.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        assert m.find_element(By.CSS_SELECTOR, "text.num").get_attribute("transform") is None  # horizontal
     boxes = [screen.execute_script("var b = arguments[0].getBoundingClientRect(); return [b.left, b.right, b.top, "
-                                   "b.bottom];", m.find_element(By.CSS_SELECTOR, "text.name")) for m in marks.values()]
+                                   "b.bottom];", m.find_element(By.CSS_SELECTOR, "text.num")) for m in marks.values()]
     outer = svg.rect
     assert all(outer["y"] <= top and bottom <= outer["y"] + outer["height"] + 0.5 for _, _, top, bottom in boxes)
     lefts = sorted(boxes)
@@ -689,3 +694,35 @@ def test_write_site_shows_progress_on_request(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     pages = len(list((tmp_path / "loud" / "entries").rglob("*.html")))
     assert "leaderboard page" in err and f"{pages}/{pages}" in err
+
+
+def test_the_page_explains_refusals_keeps_badges_and_zoo_names_whole_and_places_have_one_decimal(
+        screen: Any, site: Path, records: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Issue 40, item 11: a refused cell's reason is said beneath the table, a fragility badge is never cut, a place
+    across zoos reads 17.5 (not 17.500), the header counts local records plainly, and at 400 px no zoo link breaks
+    inside its name."""
+    import re
+
+    from selenium.webdriver.common.by import By
+
+    local = write_site([{**r, "local": True} if i == 0 else r for i, r in enumerate(records)],
+                       tmp_path / "local" / "html", title="test leaderboard")
+    for page, width in ((site, 1400), (local, 400)):
+        viewport(screen, width, 900)
+        load(screen, page.as_uri())
+        notes = " ".join(e.text for e in screen.find_elements(By.CSS_SELECTOR, "ul.refusals li"))
+        assert re.search(rf"refused \([^)]*: adj\. R\u00b2[^)]*\): {re.escape(ADJ_REFUSAL)}", notes), notes  # not only
+        # in a title: the reason is on the page, with the cells it refuses
+        cut = screen.execute_script("""return Array.prototype.filter.call(document.querySelectorAll(
+            'table.leaderboard .badge'), function (b) { return b.offsetParent !== null &&
+            b.scrollWidth > b.clientWidth + 1; }).map(function (b) { return b.textContent; });""")
+        assert cut == []  # every badge whole (it was "fragile-value, dat...")
+        places = [td.text for td in screen.find_elements(By.CSS_SELECTOR, "#aggregate-section td.num")]
+        assert places and not any(re.fullmatch(r"\d+\.\d{2,}", t) for t in places)
+        links = screen.find_elements(By.CSS_SELECTOR, "nav.zoos a")
+        assert all(a.rect["height"] <= 1.6 * links[0].rect["height"] for a in links)  # one line each
+        assert all(len(a.get_attribute("textContent").strip()) and "\n" not in a.text for a in links)
+        shot = tmp_path / f"page-{width}.png"
+        assert screen.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
+    sub = screen.find_element(By.CSS_SELECTOR, "header.page p.sub").text
+    assert "1 of these records is your own (local, not verified)" in sub and "of them local" not in sub

@@ -1,11 +1,51 @@
 """The `genbench` command's typer apps, the root and its groups, and the one console; cli/'s modules add commands."""
 from __future__ import annotations
 
+from typing import Any
+
+import click
 import typer
+import typer.rich_utils
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup, TyperOption
+
+WORKFLOW = ("zoo", "measures", "evaluate", "score", "audit", "submit", "leaderboard", "verify")
+"""The commands in the order of the work: get a zoo, write a measure, evaluate, score, audit, submit, rank, verify."""
+
+
+class WorkflowGroup(TyperGroup):
+    """The root group: its commands listed in the order of the workflow (WORKFLOW), not of registration."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: (WORKFLOW.index(n) if n in WORKFLOW else len(WORKFLOW), names.index(n)))
+
+
+def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
+    """A boolean flag takes no value, so its help shows no type (typer would print `--no-audit <bool>`)."""
+    return None if self.is_flag else _value_type(self, ctx)
+
+
+_value_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+_help_text = typer.rich_utils._make_rich_text
+
+
+def _folding_help_text(**kwargs: Any) -> Any:
+    """Help text that wraps a word longer than its column onto the next line (typer's cuts it with an ellipsis)."""
+    text = _help_text(**kwargs)
+    if isinstance(text, Text):
+        text.overflow = "fold"
+    return text
+
+
+typer.rich_utils._make_rich_text = _folding_help_text
 
 app = typer.Typer(help="genbench: which generalization measures predict the generalization gap?",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+                  epilog="The workflow: genbench zoo build demogen-nin-mnist1d; genbench submit submissions/NAME; "
+                         "genbench leaderboard --mine.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=WorkflowGroup)
 zoo_app = typer.Typer(help="Build, inspect and verify model zoos.", no_args_is_help=True)
 app.add_typer(zoo_app, name="zoo")
 measures_app = typer.Typer(help="List the registered measures and run their conformance suite.", no_args_is_help=True)

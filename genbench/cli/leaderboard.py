@@ -18,38 +18,72 @@ FORMATS = ("table", *TEXT_FORMATS)
 STYLES = {"note": "dim", "warning": "yellow"}
 
 
-@leaderboard_app.callback()
+EXAMPLE = ("Examples: genbench leaderboard (the official zoos); genbench leaderboard --mine (your own records); "
+           "genbench leaderboard --zoo mnist1d-demogen (one zoo, every column); genbench leaderboard --html site "
+           "(the web page)")
+
+
+@leaderboard_app.callback(epilog=EXAMPLE)
 def leaderboard_cmd(ctx: typer.Context,
-                    zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo (default: every zoo with records)"),
+                    zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo, its full table (default: the "
+                                                      "official zoos at a glance)"),
+                    every: bool = typer.Option(False, "--all", help="every zoo's full table, official or not"),
+                    mine: bool = typer.Option(False, "--mine", help="only your own (local) records, ranked among "
+                                              "all"),
+                    explain: bool = typer.Option(False, "--explain", help="the long legend: what groups, baselines, "
+                                                 "claims and fragility labels mean"),
                     sort: str = typer.Option(DEFAULT_SORT, help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
-                    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown"),
-                    html: Optional[Path] = typer.Option(None, "--html", help="also write the static web page here"),
+                    fmt: Optional[str] = typer.Option(None, "--format", help="table, csv, json or markdown "
+                                                      "(default: table, none with --html)"),
+                    html: Optional[Path] = typer.Option(None, "--html", help="write the static web page here"),
                     results: Optional[list[Path]] = typer.Option(None, "--results", help="a folder of records; "
                                                                  "repeat for several (default: the shipped "
                                                                  f"{SHIPPED_RESULTS} and $GENBENCH_HOME/results)"),
                     ) -> None:
-    """Ranked table per zoo (rank groups: paired bootstrap of the k-fold R^2 difference with the group's leader;
-    baseline rows marked, unnumbered; equivalent entries shown once) and the mean rank across zoos; the user's own
-    records (any folder but the shipped one) are marked local, failed ones are listed below the ranking."""
+    """Ranked tables (rank groups: paired bootstrap of the k-fold R^2 difference with the group's leader; baseline
+    rows marked, unnumbered; equivalent entries shown once; tied scores share a rank, =N) and the mean rank across
+    the official zoos. By default the official zoos at a glance; --all or --zoo NAME the full tables. Your own
+    records (any folder but the shipped one) are marked local; failed ones are listed below the ranking."""
     if ctx.invoked_subcommand is not None:
         return
+    from ..defaults import OFFICIAL_ZOOS
     from ..leaderboard.columns import score_spec
     from ..leaderboard.export import export_text, leaderboard_table, view_notes
     from ..leaderboard.standings import rank_records
-    from ..leaderboard.terminal import print_leaderboard, print_notes
+    from ..leaderboard.terminal import official_view, print_leaderboard, print_notes, say
     from ..record import shown_records
 
-    if fmt not in FORMATS:
+    fmt = fmt or (None if html is not None else "table")
+    if fmt is not None and fmt not in FORMATS:
         raise GenbenchError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    if every and zoo is not None:
+        raise GenbenchError("--all shows every zoo; --zoo NAME one of them: give one of the two")
     score_spec(sort)  # an unknown score fails here, with a suggestion
+    if html is not None:
+        from ..paths import check_writable
+        check_writable(html.parent)
     stderr = Console(stderr=True)  # notes go to stderr: stdout may be csv or json
     records = shown_records(results, zoo, say=lambda text, kind: stderr.print(text, style=STYLES[kind], markup=False,
                                                                               highlight=False))
     ranked = rank_records(records, sort)
     table, notes = leaderboard_table(records, sort, ranked=ranked), view_notes(ranked, sort, records=records)
+    if mine and not table.empty:
+        if not table["local"].any():
+            say(console, "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")
+            return
+        table = table[table["local"].astype(bool)]
+    official = [z for z in OFFICIAL_ZOOS if not table.empty and (table["zoo"] == z).any()]
     if fmt == "table":
-        print_leaderboard(console, table, ranked, sort, notes)
-    else:
+        if official and not (zoo or every or mine or explain):
+            official_view(console, table, ranked, sort, notes, official)
+            others = [str(z) for z in dict.fromkeys(table["zoo"]) if z not in official]
+            if others:
+                local = table[table["local"].astype(bool) & table["zoo"].isin(others)]
+                say(console, f"also: {', '.join(others)} (not official): --all shows every zoo, --zoo NAME one"
+                    + (f"; {len(local)} of your local records are there: --mine" if len(local) else ""))
+        else:
+            print_leaderboard(console, table, ranked, sort, notes, explain=explain or every or bool(zoo))
+    elif fmt is not None:
         sys.stdout.write(export_text(table, fmt, notes))
         if fmt != "markdown":  # csv and json are data: what they need said goes to stderr
             print_notes(notes, stderr, per_zoo=True)
@@ -57,4 +91,4 @@ def leaderboard_cmd(ctx: typer.Context,
         from ..leaderboard import ablation_tables, write_site
 
         index = write_site(records, html, sort=sort, ablation=ablation_tables(records), progress=True)
-        console.print(f"leaderboard page: {index}")
+        console.print(f"leaderboard page: {index}", markup=False, highlight=False)

@@ -8,34 +8,53 @@ from rich.table import Column, Table
 
 from ..defaults import CHECK_ZOO
 from ..errors import GenbenchError
+from ..text import safe_text
 from .app import console, measures_app
 from .options import BudgetS, Device, check_limits
 
 
-@measures_app.command("list")
+@measures_app.command("list", epilog="Example: genbench measures list 'margin.*'")
 def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'margin.*'")) -> None:
     """List the registered measures: kind, needs, transform and what each computes."""
+    from ..leaderboard.terminal import width as table_width
     from ..measures import get_measure, list_measures
 
     names = list_measures(pattern)
     if not names:
         raise GenbenchError(f"no measure matches {pattern!r}; `genbench measures list` shows them all")
-    # the name never wraps or is cut: the other columns fold first (needs, one item a line)
-    t = Table(Column("measure", no_wrap=True), Column("kind", no_wrap=True), Column("needs", overflow="fold"),
-              Column("phi", no_wrap=True), Column("what it computes", overflow="fold", ratio=1),
-              title=f"{len(names)} measures",
-              caption="kind: scalar (one number per model) or signature (a vector per model, regressed as in "
-                      "DEMOGEN); needs: what the measure sees besides the model (train_data: the exact training "
-                      "set; init_weights: the model at initialisation; augment: the zoo's augmentation); phi: "
-                      "the transform the scorer applies before regressing (log or linear; empty: the raw value)",
-              caption_justify="left")
-    for n in names:
-        m = get_measure(n)
-        t.add_row(n, m.kind, "\n".join(m.needs), m.transform or "", m.doc)
+    caption = ("kind: scalar (one number per model) or signature (a vector per model, regressed as in DEMOGEN); "
+               "needs: what the measure sees besides the model (train_data: the exact training set; init_weights: "
+               "the model at initialisation; augment: the zoo's augmentation); phi: the transform the scorer applies "
+               "before regressing (log or linear; empty: the raw value)")
+    measures = [get_measure(n) for n in names]
+    longest = max(len(n) for n in names)
+    needs = max([len(x) for m in measures for x in m.needs] + [5])
+
+    def build(layout: str) -> Table:
+        """wide: what a measure computes in its own column; medium: under its name; narrow: needs and phi too."""
+        t = Table(Column("measure", no_wrap=layout == "wide", min_width=longest, ratio=None if layout == "wide" else 1),
+                  Column("kind", no_wrap=True),
+                  *([Column("needs", no_wrap=True, min_width=needs), Column("phi", no_wrap=True)]
+                    if layout != "narrow" else []),
+                  *([Column("what it computes", ratio=1, min_width=20)] if layout == "wide" else []),
+                  title=f"{len(names)} measures", caption=caption, caption_justify="left")
+        for n, m in zip(names, measures):
+            doc = safe_text(m.doc, limit=None)
+            extra = [] if layout != "narrow" else [f"needs: {', '.join(m.needs) or '-'}; phi: {m.transform or '-'}"]
+            cell = n if layout == "wide" else "\n".join([n, f"[dim]{doc}[/dim]", *extra])
+            t.add_row(cell, m.kind, *(["\n".join(m.needs), m.transform or ""] if layout != "narrow" else []),
+                      *([doc] if layout == "wide" else []))
+        return t
+
+    # no name, need or word is cut: names and needs never wrap; what a measure computes wraps at spaces, in its own
+    # column on a wide terminal, under the measure's name on a narrow one
+    t = build("wide") if console.width >= longest + needs + 60 else build("medium")
+    if table_width(t) > console.width:
+        t = build("narrow")
     console.print(t)
 
 
-@measures_app.command("check")
+@measures_app.command("check", epilog="Example: genbench measures check norm.fro_prod --models 2")
 def measures_check(names: list[str] = typer.Argument(..., help="measure names or glob patterns"),
                    zoo: Optional[str] = typer.Option(None, help=f"zoo to check on (default: {CHECK_ZOO}, built if missing)"),
                    models: int = typer.Option(2, help="number of models to run on"),

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import GenbenchError
-from ..record import Record
+from ..record import Record, finite
 from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
 from .columns import BASELINE_NOTE, EXPORTED, FRAGILITY_LEGEND, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
@@ -118,7 +118,8 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
     names = {**entry_names(ranked), **entry_names(records)}
     rows = []
     for r in ranked:
-        row = {"zoo": r.zoo_name, "rank": r["rank"], "group": r["rank_group"], "entry": entry_name(r),
+        row = {"zoo": r.zoo_name, "rank": r["rank"], "tied": r.data.get("rank_tied") is True, "group": r["rank_group"],
+               "entry": entry_name(r),
                "submission": submission_folder(r), "baseline": r.baseline,
                "aliases": ", ".join(alias_names(r, names)), "kind": r.kind, "status": r.status, "local": r.local}
         for k in keys:
@@ -127,6 +128,7 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
             row[k + "_refused"] = r.refusal(k) or ""
         row["claim"] = claim_text(r)
         row["fragility"] = r.verdict or ("failed" if not r.ok else "not audited")
+        row["audit_zoo"] = r.audit_zoo or ""
         row["citation"] = r.citation or ""
         row["failure"] = r.failure or ""
         row["note"] = partial_note(r)
@@ -158,8 +160,11 @@ def claim_text(r: Record) -> str:
 
 
 def rank_cell(row: Mapping[str, Any]) -> str:
-    """The rank column of a table row as text: the rank, BASELINE_RANK for a baseline, '-' when unranked."""
-    return BASELINE_RANK if row.get("baseline") is True else rank_text(row.get("rank"))
+    """The rank column of a table row as text: the rank ('=22' when shared with entries of the same ranking score),
+    BASELINE_RANK for a baseline, '-' when unranked."""
+    if row.get("baseline") is True:
+        return BASELINE_RANK
+    return ("=" if row.get("tied") is True and finite(row.get("rank")) is not None else "") + rank_text(row.get("rank"))
 
 
 def _md(text: Any) -> str:

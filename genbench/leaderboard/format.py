@@ -68,11 +68,12 @@ def page_score(v: Any, lo: Any = None, hi: Any = None) -> tuple[str, str]:
 
 
 def rank_text(rank: Any, missing: str = MISSING) -> str:
-    """A rank (or a mean rank) as an integer when it is one; `missing` for an unranked entry."""
+    """A rank (or a mean rank, a baseline's place) as an integer when it is one, else with one decimal (17.5);
+    `missing` for an unranked entry."""
     r = finite(rank)
     if r is None:
         return missing
-    return str(int(r)) if r.is_integer() else page_number(r)
+    return str(int(r)) if r.is_integer() else f"{r:.1f}"
 
 
 class Footnotes:

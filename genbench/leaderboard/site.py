@@ -239,6 +239,7 @@ class ZooView:
     chart: Markup
     verdict: str = ""  # the sentence the zoo's section opens with
     label: str = ""    # "test zoo", "not an official zoo", or "" for an official one
+    refusals: dict[str, list[str]] | None = None  # why a shown score is refused -> the cells ("entry: score")
 
 
 def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str,
@@ -254,7 +255,19 @@ def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str],
                    subs=any(submission_folder(r) for r, _ in rows),
                    hidden={k: why for k, why in hidden.items() if why is not None}, caption=zoo_caption(recs, sort),
                    chart=overview_chart(zoo, [r for r, _ in rows], [href for _, href in rows], tid, sort),
-                   verdict=zoo_verdict(zoo, recs).sentence() if rows else "", label=zoo_label(zoo))
+                   verdict=zoo_verdict(zoo, recs).sentence() if rows else "", label=zoo_label(zoo),
+                   refusals=refusals([r for r, _ in rows], score_columns(sort, hidden)))
+
+
+def refusals(rows: Sequence[Record], keys: Sequence[str]) -> dict[str, list[str]]:
+    """The reasons of the refused cells a zoo's table shows, each with its cells ('baseline.hparams: adj R²'),
+    said beneath the table (a tooltip alone is not seen on a touch screen or a printout)."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        for k in keys:
+            if r.refusal(k):
+                out.setdefault(str(r.refusal(k)), []).append(f"{entry_name(r)}: {score_spec(k).header}")
+    return out
 
 
 def page_rule(sort: str) -> str:
@@ -310,7 +323,7 @@ def index_page(zoos: Mapping[str, list[Record]], links: Mapping[tuple[str, int],
 
 
 PLOT_H, PLOT_TOP, AXIS_W, SLOT_MIN = 100, 10, 50, 26  # px: plot height, its top margin, y-axis width, mark width
-NAME_TOP, NAME_EM = 16, 5.1  # px: where the names begin below the plot, a character's width at the names' 9px
+NAME_TOP, NUM_H = 16, 14  # px: where the marks' numbers begin below the plot, their line's height
 REFERENCE_BASELINE = "baseline.hparams"  # the baseline row the chart draws a line for (BASELINE_NOTE names it)
 
 
@@ -355,9 +368,9 @@ def _mark(r: Record, v: float | None, elo: float | None, ehi: float | None, y: C
     else:
         point = {"shape": "none" if v is None else "diamond" if r.baseline else "circle",
                  "cy": None if v is None else y(v)}
-    name = entry_name(r)
-    head, dot, rest = name.rpartition(".")
-    return {"rec": r, "group": group, "label": name, "lines": [head + dot, rest] if head else [name], "tip": tip, "bars": bars, "clipped": clipped, "point": point}
+    num = "B" if r.baseline else rank_text(r.rank, DASH)  # the mark's number: its rank, as the table's Rank column
+    return {"rec": r, "group": group, "label": entry_name(r), "num": num, "tip": tip, "bars": bars, "clipped": clipped,
+            "point": point}
 
 
 def _mark_classes(r: Record, i: int, group: str, prev: str | None) -> str:
@@ -373,9 +386,9 @@ def overview_chart(zoo: str, rows: list[Record], hrefs: list[str], tid: str, sor
     """The index's picture of one zoo's ranking: the ranking score of every row of its table with its 95% interval
     (an inline SVG, no script needed to draw it), in the table's order (site.js re-orders it when the table is
     sorted or filtered), the rank groups as shaded bands, the baselines as diamonds with a dashed line at
-    REFERENCE_BASELINE's value, each entry's name beneath its mark (read upwards, in two lines split at its last
-    dot: 'margin.' beside 'qrt_log', so the chart stays short); each mark links to the entry's
-    page, its title gives the numbers. '' when no row has the score."""
+    REFERENCE_BASELINE's value, each mark numbered beneath by its rank as the table's Rank column shows it (B: a
+    baseline; horizontal, readable, and the chart stays short); each mark links to the entry's page, its title gives
+    its name and numbers. '' when no row has the score."""
     spec = score_spec(sort)
     points = [(r.score(sort), *r.interval(sort)) for r in rows]
     if not any(v is not None for v, _, _ in points):
@@ -398,13 +411,14 @@ def overview_chart(zoo: str, rows: list[Record], hrefs: list[str], tid: str, sor
     what = f"{spec.label}{' (lower is better)' if spec.lower_is_better else ''}"
     caption = (f"{what} with 95% intervals in the table's order (it follows the table's sorting and filter). "
                "Bands: rank groups; \u25c6 baselines" + (f"; dashed: {REFERENCE_BASELINE}" if ref is not None else "")
-               + "; \u25b2 off the chart. Hover a mark for its numbers.")
+               + "; \u25b2 off the chart. Each mark is numbered by its rank (B: a baseline); hover or focus a mark "
+               "for its name and numbers.")
     return Markup(render(
         "overview.html", zoo=zoo, tid=tid, spec=spec, what=what, caption=caption, marks=marks, n=n,
         width=f"{100 / n:.4f}", ticks=[(y(t), _tick(t, step), abs(t) < step / 1e6) for t in ticks],
         ref=ref_line,
         top=PLOT_TOP, plot_h=PLOT_H, bottom=PLOT_TOP + PLOT_H, name_top=PLOT_TOP + PLOT_H + NAME_TOP,
-        height=PLOT_TOP + PLOT_H + NAME_TOP + math.ceil(NAME_EM * max(len(t) for m in marks for t in m["lines"])) + 4,
+        height=PLOT_TOP + PLOT_H + NAME_TOP + NUM_H,
         axis_w=AXIS_W, slot_min=SLOT_MIN))
 
 

@@ -38,10 +38,11 @@ def group_rule(sort: str = DEFAULT_SORT) -> str:
 
 def rank_records(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SORT) -> list[Record]:
     """Rank the ok records of each zoo by `sort` (best first, ties by name), zoos in `zoo_order`. Equivalent entries
-    (the same held-out predictions and scores) are shown once, as the first by name with `aliases`; baseline rows
-    are ranked among the measures with no rank number (measures are numbered 1, 2, ...); rank groups (kfold_r2 and
-    mse only) come from paired bootstrap differences with the group's leader (`group_rule`). Unranked after them,
-    by name: the records made on a partial zoo (`partial_note` says why), then failed and unscored ones."""
+    (the same held-out predictions and scores) are shown once, a built-in before a submission (`merge_equivalent`),
+    with `aliases`; baseline rows are ranked among the measures with no rank number (measures are numbered 1, 2,
+    ...); rank groups (kfold_r2 and mse only) come from paired bootstrap differences with the group's leader
+    (`group_rule`). Unranked after them, by name: the records made on a partial zoo (`partial_note` says why), then
+    failed and unscored ones."""
     zoos: dict[str, list[Record]] = {}
     for r in map(Record.of, records):
         zoos.setdefault(r.zoo_name, []).append(r)
@@ -84,14 +85,37 @@ def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
     scored = sorted((r for r in shown if r.score(sort) is not None),
                     key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
     groups = paired_rank_groups(zoo, scored, heldout, sort) if sort in PAIRED else [None] * len(scored)
-    out, number = [], 0
+    out, number, last = [], 0, None
+    ties = tied(scored, sort)
     for r, g in zip(scored, groups):
         number += not r.baseline  # measures are numbered among themselves
-        out.append(r.with_rank(None if r.baseline else number, g, aliases.get(r.name, [])))
+        if not r.baseline and (last is None or r.name not in ties or ties[r.name] != ties.get(last.name)):
+            last, shared = r, number  # a tie shares the rank of its first member (=22), never an alphabetical one
+        ranked = r.with_rank(None if r.baseline else shared, g, aliases.get(r.name, []))
+        out.append(Record({**ranked.data, "rank_tied": True}) if r.name in ties and not r.baseline else ranked)
     placed = {r.name for r in scored} | {a for names in aliases.values() for a in names}
     rest = sorted((r for r in mine if not (r.ok and r.zoo_complete and r.name in placed)),
                   key=lambda r: (not (r.ok and not r.zoo_complete), r.name))
     return out + [r.with_rank(None, None, aliases.get(r.name)) for r in rest]
+
+
+TIED = 1e-12  # measures whose ranking scores differ by no more than this share a rank
+
+
+def tied(scored: Sequence[Record], sort: str) -> dict[str, int]:
+    """The measures among `scored` (sorted by `sort`) whose ranking score equals another measure's (within TIED),
+    each with the index of its tie in order: they share one rank, shown as '=N' (e.g. measures held to their claim
+    that all predict the training mean). Baselines are never part of a tie: they have no rank."""
+    out: dict[str, int] = {}
+    runs: list[list[Record]] = []
+    for r in (r for r in scored if not r.baseline):
+        if runs and abs(r.score(sort) - runs[-1][0].score(sort)) <= TIED:  # type: ignore[operator]
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    for i, run in enumerate(r for r in runs if len(r) > 1):
+        out.update({r.name: i for r in run})
+    return out
 
 
 # ---------------------------------------------------------------- equivalent entries
@@ -134,13 +158,19 @@ def equivalent(a: Record, b: Record, ha: np.ndarray | None, hb: np.ndarray | Non
             and _same_scores(a, b))
 
 
+def _shown_first(r: Record) -> tuple[bool, bool, str]:
+    """The order in which equivalent records claim the row: built-ins, then verified records, then by name."""
+    return r.builtin is not True or r.submission is not None, r.local, r.name
+
+
 def merge_equivalent(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None]
                      ) -> tuple[list[Record], dict[str, list[str]]]:
-    """The records to show (the first by name of each set of equivalent ones) and, per shown name, the names of the
-    records it stands for (its aliases, by name)."""
+    """The records to show (of each set of equivalent ones: a built-in first, then a verified record before a local one,
+    then the first by name) and, per shown name, the names of the records it stands for (its aliases). A submission
+    equal to a built-in is shown as the built-in's alias, never in its place, whatever its name."""
     shown: list[Record] = []
     aliases: dict[str, list[str]] = {}
-    for r in sorted(recs, key=lambda r: r.name):
+    for r in sorted(recs, key=_shown_first):
         same = next((s for s in shown if equivalent(s, r, heldout.get(s.name), heldout.get(r.name))), None)
         if same is None:
             shown.append(r)
@@ -354,7 +384,7 @@ def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
         if r.rank is not None:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind))
             row.ranks[r.zoo_name], row.local = int(r.rank), row.local or r.local
-            above[r.zoo_name] = int(r.rank)
+            above[r.zoo_name] = above.get(r.zoo_name, 0) + 1  # measures, not ranks: a tie shares one
         elif r.baseline and r.ok and r.score(DEFAULT_SORT) is not None:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind, baseline=True))
             row.ranks[r.zoo_name] = above.get(r.zoo_name, 0) + 0.5

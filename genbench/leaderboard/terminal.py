@@ -15,9 +15,10 @@ from rich.table import Column, Table
 
 from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
 from ..scoring.spec import MeasureScores, score_label
+from ..text import plain_text, safe_text
 from .columns import score_spec
 from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
-from .format import BASELINE_RANK, REFUSED, Footnotes, number, rank_text, score_cell
+from .format import BASELINE_RANK, MISSING, REFUSED, Footnotes, number, rank_text, score_cell
 from .standings import aggregate_table, zoo_title
 
 if TYPE_CHECKING:
@@ -31,13 +32,13 @@ if TYPE_CHECKING:
 WIDE_CITATION = 24  # the narrowest citation column of the full terminal table (narrower: the headline columns)
 SHORT_CITATION = 32  # a citation the terminal cannot shorten to "Author et al. YEAR" is clipped to this (with ...)
 NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
-WRAPPED = 13  # the narrowest fragility column: its longest label ("fragile-value") whole, one label per line
+FRAGILITY_WIDTH = 11  # the fragility column: its codes on one line ("fv ft fs db")
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
 
 
-def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes
-                      ) -> None:
+def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
+                      *, explain: bool = True) -> None:
     """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one, with the
     same labels; none that no entry has a value for) with the user's own records marked local, baselines marked
     `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
@@ -56,7 +57,8 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
             say(console, f"failed on {z}, not ranked:")
         for _, r in failed.iterrows():
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
-            say(console, f"{entry_cell(r)}{sub}: {r['failure'] or 'no reason recorded'}", indent=2)
+            say(console, f"{entry_cell(r)}{plain_text(sub)}: {plain_text(r['failure'] or 'no reason recorded')}",
+                indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
     if not agg.empty and agg["zoos"].max() > 1:  # complete official zoos only, as on the page
         names = {name: entry for (_, name), entry in entry_names(ranked).items()}
@@ -64,12 +66,17 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
                   title=f"across the official zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
             base = f" ({BASELINE_RANK}: mean place)" if r["baseline"] else ""
-            t.add_row(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]}) + base,
-                      number(r["mean_rank"]), str(int(r["zoos"])))
+            t.add_row(escape(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]})) + base,
+                      rank_text(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
         say(console, f"across zoos: {AGGREGATE_RULE}", indent=2)
-    print_notes(notes, console)
-    if "submission" in table and table["submission"].astype(bool).any():
+    if explain:
+        print_notes(notes, console)
+    else:
+        say(console, SHORT_LEGEND + ("; group: " + notes.group.split(": ", 1)[-1] if notes.group else ""))
+    if notes.audited:
+        say(console, fragility_key(sorted({str(a) for a in table.get("audit_zoo", ()) if a})))
+    if explain and "submission" in table and table["submission"].astype(bool).any():
         say(console, NAMING)
     if "claim" in table and (table["claim"] == AGAINST).any():
         say(console, f"{AGAINST_MARK.strip()} after an entry's name: {AGAINST} (above)")
@@ -98,8 +105,7 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
                 *([Column("submission", no_wrap=True)] if wide and subs else []),
                 *(Column(score_spec(k).ascii + (" [95%]" if k in with_iv else ""), no_wrap=True) for k in keys),
                 *([Column("kind", no_wrap=True)] if wide else []),
-                *([Column("fragility", overflow="fold", min_width=WRAPPED, width=WRAPPED if least else None)]
-                  if fragility else []),
+                *([Column("fragility", overflow="fold", min_width=FRAGILITY_WIDTH)] if fragility else []),
                 *([Column("citation", no_wrap=True, min_width=WIDE_CITATION)] if wide else [])]
         t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False,
                   title=f"{zoo_title(zoo)}: ranked by {sort}", caption=caption)
@@ -107,10 +113,11 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
             scores = [score_cell(r.get(k), *((r.get(f"{k}_lo"), r.get(f"{k}_hi")) if k in with_iv else ()),
                                  refused=r.get(f"{k}_refused"), notes=foot, digits=score_spec(k).digits)
                       for k in keys]
-            t.add_row(rank_cell(r), rank_text(r["group"]), entry_cell(r), *([r["submission"]] if wide and subs else []),
-                      *scores, *([str(r["kind"] or "")] if wide else []),
-                      *([r["fragility"] if wide else str(r["fragility"]).replace(", ", "\n")] if fragility else []),
-                      *([short_citation(str(r["citation"] or ""))] if wide else []))
+            t.add_row(rank_cell(r), rank_text(r["group"]), escape(entry_cell(r)),
+                      *([safe_text(r["submission"])] if wide and subs else []),
+                      *scores, *([safe_text(r["kind"] or "")] if wide else []),
+                      *([fragility_cell(r["fragility"])] if fragility else []),
+                      *([safe_text(short_citation(plain_text(r["citation"] or "")))] if wide else []))
         return t, foot
 
     need = width(build(True, least=True)[0])
@@ -167,7 +174,7 @@ def print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> Non
 def entry_cell(row: pd.Series | dict) -> str:
     """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local) and
     when it runs against its claim."""
-    return str(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + \
+    return plain_text(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + \
         (AGAINST_MARK if row.get("claim") == AGAINST else "")
 
 
@@ -281,3 +288,123 @@ def print_verdict(console: Console, report: FragilityReport) -> None:
     for part, why in missing.items():
         console.print(f"[yellow]missing[/yellow] {escape(part)}: {escape(why)}")
     console.print(f"verdict: [bold {colour}]{escape(verdict)}[/bold {colour}]")
+
+
+# ---------------------------------------------------------------- the default view: the official zoos at a glance
+
+FRAGILITY_CODES = {"robust": "ok", "fragile-value": "fv", "fragile-trend": "ft", "fragile-scale": "fs",
+                   "data-blind": "db", "inconclusive": "?", "not audited": "-", "failed": "x"}
+"""The fragility labels as the terminal's one-line cell abbreviates them (the key is printed under the table)."""
+
+
+def fragility_code(text: str) -> str:
+    """A record's fragility text on one short line: each label by its code (FRAGILITY_CODES), unknown ones whole."""
+    parts = [p.strip() for p in str(text).split(";")[0].split(",") if p.strip()]
+    return " ".join(FRAGILITY_CODES.get(p, FRAGILITY_CODES["inconclusive"] if p.startswith("inconclusive") else p)
+                    for p in parts) or "-"
+
+
+def fragility_cell(text: str) -> str:
+    """The fragility cell of a zoo's table: the codes on one line, then what follows the verdict (a partial zoo's
+    note) whole."""
+    rest = str(text).split(";", 1)[1].strip() if ";" in str(text) else ""
+    return fragility_code(text) + (f"; {rest}" if rest else "")
+
+
+def fragility_key(audit_zoos: Sequence[str]) -> str:
+    """The key of the fragility codes, naming the zoo(s) the audits ran on."""
+    on = f" (audited on {', '.join(audit_zoos)})" if audit_zoos else ""
+    return (f"fragility{on}: ok robust, fv fragile-value, ft fragile-trend, fs fragile-scale, db data-blind, "
+            "? inconclusive, - not audited; --explain says what each means")
+
+
+SHORT_LEGEND = ("rank: by k-fold R^2 on each zoo, 1 = best (=N: tied, the same score; base: a baseline row, a "
+                "reference with no rank, its place among the measures); mean: the mean rank over the official zoos; "
+                "adds: what the entry adds to the recipe (baseline.hparams), 95% paired interval")
+
+
+def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
+                  zoos: Sequence[str]) -> None:
+    """The official zoos at a glance: each zoo's verdict, then one table with a row per entry (best mean rank first)
+    and, per zoo, its rank, ranking score, what it adds to the recipe and its fragility on one line; the entries
+    that failed, a short legend once. As many columns as fit the console: intervals, then the adds, then the
+    fragility go first, and a caption says so."""
+    for z in zoos:
+        if z in notes.verdicts:
+            say(console, f"{z}: {notes.verdicts[z]}")
+    parts = {z: table[(table["zoo"] == z) & (table["status"] == "ok")] for z in zoos}
+    agg = aggregate_table([], sort, ranked=ranked)
+    names = {name: entry for (_, name), entry in entry_names(ranked).items()}
+    rows = {z: {r["entry"]: r for _, r in part.iterrows()} for z, part in parts.items()}
+    order = [names.get(e, e) for e in agg["entry"]] if not agg.empty else []
+    order += [e for z in zoos for e in rows[z] if e not in order]  # on one official zoo, not in the aggregate
+    mean = {names.get(e, e): m for e, m in zip(agg["entry"], agg["mean_rank"])} if not agg.empty else {}
+    with_iv = set(interval_columns(sort))
+    spec = score_spec(sort)
+    letters = {z: chr(ord("A") + i) for i, z in enumerate(zoos)}  # zoo names are long: each column says its letter
+    longest = max([len(entry_cell({"entry": e, "local": True, "claim": AGAINST})) for e in order] or [5])
+
+    def build(intervals: bool, adds: bool, fragility: bool, compact: bool = False, caption: str | None = None
+              ) -> tuple[Table, Footnotes]:
+        foot = Footnotes()
+        label = ({"kfold_r2": "R2"}.get(sort, spec.ascii) if compact else spec.ascii) + (" [95%]" if intervals else "")
+        cols = [Column("entry", no_wrap=True, min_width=longest)]
+        for z, letter in letters.items():
+            cols += [Column(letter if compact else f"rank {letter}", no_wrap=True), Column(label, no_wrap=True)]
+            cols += [Column("adds [95%]" if intervals else "adds", no_wrap=True)] if adds else []
+            cols += [Column(f"frag {letter}", no_wrap=True)] if fragility else []
+        cols.append(Column("mean", no_wrap=True))
+        t = Table(*cols, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False, caption=caption,
+                  title=f"the official zoos ({', '.join(f'{l}: {z}' for z, l in letters.items())}), ranked by {sort}: "
+                        f"{len(order)} entries, best mean rank first", title_justify="left", caption_justify="left")
+        for e in order:
+            cells = []
+            local = any(bool(rows[z][e]["local"]) for z in zoos if e in rows[z])
+            against = any(rows[z][e].get("claim") == AGAINST for z in zoos if e in rows[z])
+            for z in zoos:
+                r = rows[z].get(e)
+                if r is None:
+                    cells += [MISSING, MISSING] + ([MISSING] if adds else []) + ([MISSING] if fragility else [])
+                    continue
+                iv = (r.get(f"{sort}_lo"), r.get(f"{sort}_hi")) if intervals and sort in with_iv else ()
+                cells += [rank_cell(r), score_cell(r.get(sort), *iv, refused=r.get(f"{sort}_refused"), notes=foot,
+                                                   digits=spec.digits)]
+                if adds:
+                    div = (r.get("delta_r2_lo"), r.get("delta_r2_hi")) if intervals else ()
+                    cells.append(score_cell(r.get("delta_r2"), *div, refused=r.get("delta_r2_refused"), notes=foot,
+                                            digits=score_spec("delta_r2").digits))
+                if fragility:
+                    cells.append(fragility_code(r["fragility"]))
+            m = mean.get(e)
+            t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": AGAINST if against else ""})), *cells,
+                      rank_text(m) if m is not None else MISSING)
+        return t, foot
+
+    tries = [(True, True, True), (False, True, True), (False, False, True), (False, False, False),
+             (False, False, False, True)]
+    for i, shape in enumerate(tries):
+        t, foot = build(*shape)
+        if width(t) <= console.width or i == len(tries) - 1:
+            break
+    if shape != tries[0]:
+        gone = ["intervals"] + (["adds"] if not shape[1] else []) + (["fragility"] if not shape[2] else [])
+        t, foot = build(*shape, caption=f"narrow terminal: no {', '.join(gone)} here; a wider one, --zoo NAME or "
+                                         "--format markdown shows them")
+    console.print(t)
+    for line in foot.lines():
+        say(console, line, indent=2)
+    for z in zoos:
+        failed = table[(table["zoo"] == z) & (table["status"] != "ok")]
+        if not failed.empty:
+            say(console, f"failed on {z}, not ranked: " + "; ".join(
+                f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded')}" for _, r in failed.iterrows()),
+                indent=2)
+    audited = sorted({str(a) for a in (table["audit_zoo"] if "audit_zoo" in table else ()) if a})
+    say(console, SHORT_LEGEND)
+    if shape[2]:
+        say(console, fragility_key(audited))
+    marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
+        else []
+    marks += [f"{LOCAL_MARK.strip()}: local, your own unverified record"] if table["local"].any() else []
+    if marks:
+        say(console, "; ".join(marks))

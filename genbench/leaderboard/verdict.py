@@ -149,7 +149,8 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
                if rec.score("kfold_r2") is None else "the records could not be ranked together")
         lines.append(f"not ranked: {why}")
     else:
-        lines.append(f"rank {rank_text(mine.rank)} of {measures} measures, group {rank_text(mine.rank_group)} "
+        tie = " (tied)" if mine.data.get("rank_tied") is True else ""
+        lines.append(f"rank {rank_text(mine.rank)}{tie} of {measures} measures, group {rank_text(mine.rank_group)} "
                      f"(k-fold R\u00b2 {_iv(rec.score('kfold_r2'), *rec.interval('kfold_r2'))})")
     recipe = next((r for r in zoo if r.baseline and r.name == RECIPE and r.ok), None)
     if recipe is None:

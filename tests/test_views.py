@@ -1,0 +1,182 @@
+"""The views a new user meets (issue 40): tied scores share a rank, the default leaderboard fits a screen, --mine,
+--html without the table, the help in the order of the work with flags read as flags, nothing cut at 80 or 68
+columns, and an unwritable GENBENCH_HOME refused before any work. Built from the shipped records (no zoo)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genbench.cli import app
+from genbench.defaults import OFFICIAL_ZOOS
+
+SHIPPED = Path(__file__).resolve().parent.parent / "leaderboard" / "results"
+ZOOS = sorted(p.name for p in SHIPPED.iterdir() if p.is_dir())
+COMMANDS = [[], ["zoo"], ["measures"], ["measures", "list"], ["measures", "check"], ["evaluate"], ["score"],
+            ["audit"], ["submit"], ["leaderboard"], ["verify"]]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from genbench.record import load_records
+    return load_records(SHIPPED)
+
+
+def run(monkeypatch, args, width, home=None):
+    """`genbench ARGS` at `width` columns (the console and typer's help), with its own GENBENCH_HOME."""
+    import typer.rich_utils
+
+    import genbench.cli as cli
+    monkeypatch.setattr(cli.console, "width", width)
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", width)
+    if home is not None:
+        monkeypatch.setenv("GENBENCH_HOME", str(home))
+    return CliRunner().invoke(app, args)
+
+
+def test_tied_scores_share_a_rank_never_an_alphabetical_one(shipped):
+    from genbench.leaderboard.export import leaderboard_table, rank_cell
+    from genbench.leaderboard.standings import rank_records
+
+    ranked = [r for r in rank_records(shipped) if r.zoo_name == "mnist1d-demogen" and r.rank is not None]
+    scores = [r.score("kfold_r2") for r in ranked]
+    for r, s in zip(ranked, scores):  # competition ranking, counted by brute force: 1 + measures strictly better
+        assert r.rank == 1 + sum(t > s for t in scores), r.name
+    ties = [r for r in ranked if scores.count(r.score("kfold_r2")) > 1]
+    assert len(ties) >= 20 and len({r.rank for r in ties}) < len(ties)  # the planted case: ranks 22-45 were a tie
+    assert all(r.data.get("rank_tied") is True for r in ties)
+    assert not any(r.data.get("rank_tied") for r in ranked if r not in ties)
+    table = leaderboard_table(shipped, ranked=rank_records(shipped))
+    part = table[(table["zoo"] == "mnist1d-demogen") & table["rank"].notna()]
+    shown = {e: rank_cell(r) for e, (_, r) in zip(part["entry"], part.iterrows())}
+    first = int(min(r.rank for r in ties))
+    assert shown["init.dist_fro"] == shown["norm.path"] == f"={first}"
+    assert shown["sharpness.orig"] == str(first - 1)  # the one above the tie keeps its own rank, unmarked
+
+
+def test_places_and_mean_ranks_have_one_decimal():
+    from genbench.leaderboard.format import rank_text
+    assert rank_text(17.5) == "17.5" and rank_text(3.0) == "3" and rank_text(None) == "-"
+    assert rank_text(2.25) == f"{2.25:.1f}"
+
+
+def test_default_view_is_the_official_zoos_and_fits_a_screen(monkeypatch, tmp_path):
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED)], 200, tmp_path)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert len(lines) <= 80 and max(len(line) for line in lines) <= 200  # it was 584 lines
+    for z in OFFICIAL_ZOOS:
+        assert f"{z}: " in out.output  # its verdict
+    others = [z for z in ZOOS if z not in OFFICIAL_ZOOS]
+    assert others and not any(f"{z}: ranked by" in out.output for z in others)
+    assert "--all shows every zoo" in out.output
+    assert out.output.count("fragility (audited on mnist1d-fragility)") == 1  # the key names the audit zoo, once
+    rows = [line for line in lines if line.startswith("margin.sf_log ")]
+    assert len(rows) == 1 and re.search(r"fv fs db .* fv fs db", rows[0])  # both zoos' fragility on its one line
+    assert "fragile-value =" not in out.output  # the long legend only with --explain
+    long = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--explain"], 200, tmp_path)
+    assert "fragile-value = its value moves" in long.output
+    every = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--all"], 200, tmp_path)
+    assert all(f"{z}" in every.output for z in ZOOS) and len(every.output.splitlines()) > 200
+
+
+def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):
+    mine = tmp_path / "mine"
+    src = json.loads((SHIPPED / "mnist1d-demogen" / "margin.h1.json").read_text())
+    src.update(name="my_entry", measure="my_entry")
+    src["scores"]["values"]["kfold_r2"] += 1e-3  # not an equivalent of margin.h1: its own row
+    (mine / "mnist1d-demogen").mkdir(parents=True)
+    (mine / "mnist1d-demogen" / "my_entry.json").write_text(json.dumps(src))
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine), "--mine"], 200, tmp_path)
+    assert out.exit_code == 0, out.output
+    entries = {line.split()[2] for line in out.output.splitlines() if line.split()[:1] and
+               (line.split()[0].isdigit() or line.split()[0].startswith("="))}
+    assert entries == {"my_entry"}
+    none = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--mine"], 200, tmp_path)
+    assert "no local records" in none.output
+    default = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine)], 200, tmp_path)
+    assert "1 of your local records are there: --mine" in default.output  # a record on another zoo is pointed at
+
+
+def test_html_writes_the_page_without_printing_the_table(monkeypatch, tmp_path):
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED / ".." / "results"), "--zoo", "mnist1d-demogen",
+                            "--html", str(tmp_path / "site")], 200, tmp_path)
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "site" / "index.html").is_file() and "ranked by kfold_r2" not in out.output
+    both = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--zoo", "mnist1d-demogen", "--format", "table",
+                             "--html", str(tmp_path / "site2")], 200, tmp_path)
+    assert "ranked by kfold_r2" in both.output  # asked for
+
+
+def test_help_lists_the_commands_in_the_order_of_the_work_and_flags_as_flags(monkeypatch):
+    out = run(monkeypatch, ["--help"], 100)
+    listed = [m.group(1) for m in re.finditer(r"^\W*(\w+)\s{2,}\w", out.output.split("Commands")[1], re.M)]
+    assert listed == ["zoo", "measures", "evaluate", "score", "audit", "submit", "leaderboard", "verify"]
+    for args in (["submit"], ["leaderboard"], ["measures", "check"]):
+        text = run(monkeypatch, [*args, "--help"], 100).output
+        assert "<bool>" not in text, args  # was `--no-audit <bool>`
+    for args in (["leaderboard"], ["measures", "list"], ["measures", "check"]):
+        assert "Example" in run(monkeypatch, [*args, "--help"], 100).output, args
+
+
+def whole_words(text: str, names: list[str]) -> list[str]:
+    """The names that do not appear whole (on one line) in `text`."""
+    return [n for n in names if not re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text)]
+
+
+@pytest.mark.parametrize("width", [80, 68])
+def test_no_name_is_cut(monkeypatch, tmp_path, width):
+    from genbench.measures import list_measures
+
+    measures = run(monkeypatch, ["measures", "list"], width, tmp_path)
+    assert max(len(line) for line in measures.output.splitlines()) <= width
+    assert whole_words(measures.output, list_measures("*")) == []
+    assert "init_weights" in measures.output and "\u2026" not in measures.output
+    board = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED)], width, tmp_path)
+    assert max(len(line) for line in board.output.splitlines()) <= width and "\u2026" not in board.output
+    shown = {r["measure"] for z in OFFICIAL_ZOOS for r in
+             (json.loads(p.read_text()) for p in (SHIPPED / z).glob("*.json"))}
+    assert whole_words(board.output, sorted(OFFICIAL_ZOOS)) == []
+    assert len(whole_words(board.output, sorted(shown))) <= 2  # entries folded as aliases are named in a note
+    for args in COMMANDS:
+        text = run(monkeypatch, [*args, "--help"], width).output
+        assert "\u2026" not in text, args
+        options = set(re.findall(r"--[a-z][a-z-]+", text))
+        assert whole_words(text, sorted(options)) == [], args
+
+
+def test_an_unwritable_home_is_refused_before_any_work(monkeypatch, tmp_path):
+    from genbench.errors import GenbenchError
+    from genbench.paths import check_writable
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for args in (["leaderboard", "run", "norm.fro_prod"], ["submit", "submissions/_template"],
+                 ["zoo", "build", "digits-mlp"], ["evaluate", "norm.fro_prod", "--zoo", "digits-mlp"],
+                 ["score", "--zoo", "digits-mlp"], ["audit", "norm.fro_prod"]):
+        out = run(monkeypatch, args, 200, blocker / "home")
+        assert isinstance(out.exception, GenbenchError), (args, out.output)
+        assert "is a file, not a folder" in str(out.exception) and "\n" not in str(out.exception)
+    assert not (blocker.parent / "home").exists()
+    check_writable(tmp_path / "new" / "folder")  # a folder still to be made, under a writable one: fine
+    assert not (tmp_path / "new").exists()  # and nothing is created by the check
+
+
+def test_readme_first_screen_says_how_to_start_and_performance_lives_in_its_own_page():
+    root = SHIPPED.parent.parent
+    readme = (root / "README.md").read_text()
+    first = "\n".join(readme.splitlines()[:60])
+    for needed in ("make demo", "make test", "genbench zoo build demogen-nin-mnist1d", "fantastic-cnn-mnist1d",
+                   "baseline.hparams", "genbench submit submissions/", "genbench leaderboard"):
+        assert needed in first, needed
+    for machine in ("malloc", "OMP_", "MKL_CBWR", "ATEN_CPU_CAPABILITY"):
+        assert machine not in readme, machine  # moved to docs/performance.md
+    perf = (root / "docs" / "performance.md").read_text()
+    assert "GENBENCH_SYSTEM_MALLOC" in perf and "OMP_WAIT_POLICY" in perf and "MKL_CBWR=AVX2,STRICT" in perf
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip("# ").lower()).replace(" ", "-") for h in perf.splitlines()
+               if h.startswith("#")}
+    links = re.findall(r"\]\(docs/performance\.md#([\w-]+)\)", readme)
+    assert links and set(links) <= anchors
