@@ -570,6 +570,30 @@ def write_record(record: Mapping[str, Any], root: str | Path | None = None) -> P
     return write_json_atomic(record_path(record, root), json_safe(dict(data)))
 
 
+FALLBACK_RESULTS = "genbench-results"  # the folder under the system's temporary folder a record falls back to
+
+
+def fallback_results_dir() -> Path:
+    """Where a record goes when its results folder cannot be written after the work: the system's temporary folder."""
+    import tempfile
+    return Path(tempfile.gettempdir()) / FALLBACK_RESULTS
+
+
+def write_record_safely(record: Mapping[str, Any], root: str | Path | None = None,
+                        say: Callable[[str], None] | None = None) -> Path:
+    """write_record, and where that fails once the work is done (the results folder became unwritable, the disk
+    filled up) the record written under fallback_results_dir() instead, with one line to `say` (default: a warning)
+    naming both places, so that the work is not lost."""
+    try:
+        return write_record(record, root)
+    except OSError as e:
+        target = record_path(record, root)
+        path = write_record(record, fallback_results_dir())
+        (say or warnings.warn)(f"cannot write the record to {target} ({e.strerror or e}); written to {path} instead "
+                               f"(`genbench leaderboard --results {fallback_results_dir()}` shows it)")
+        return path
+
+
 def read_record(path: str | Path) -> dict[str, Any]:
     """Load and check one record file; its JSON object (JSON only: nothing is unpickled). The file is read only as
     a regular file (not through a link) of at most RECORD_MAX_BYTES."""

@@ -186,7 +186,7 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
     from ..leaderboard.standings import rank_records
     from ..leaderboard.terminal import print_leaderboard
     from ..paths import results_dir
-    from ..record import Record, write_record
+    from ..record import Record, write_record_safely
     from ..zoo.importers.value_table import read_value_table
 
     pairs = {}
@@ -211,7 +211,7 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
     for old in stale:  # a table scored again replaces its records (an older version's would not rank beside them)
         old.unlink()
     for r in records:
-        write_record(r, results)
+        write_record_safely(r, results, say)
     ranked = rank_records(records, "kfold_r2")
     print_leaderboard(console, leaderboard_table(records, "kfold_r2", ranked=ranked), ranked, "kfold_r2",
                       view_notes(ranked, "kfold_r2", records=records))

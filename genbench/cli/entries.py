@@ -66,7 +66,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
     from ..entries.run import run_entry
     from ..leaderboard.standings import partial_note
     from ..measures.registry import resolve_measures
-    from ..record import Record, write_record
+    from ..record import Record, write_record_safely
     from ..zoo import load_zoo
 
     check_limits(counts={"--n-boot": n_boot})
@@ -80,7 +80,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                    + ("" if loaded.complete else " --allow-partial"))
             rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot,
                                    command=cmd, allow_partial=allow_partial))
-            path = write_record(rec, results)
+            path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
                           f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
@@ -92,12 +92,12 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
                      allow_partial: bool) -> None:
     """Make and write the baseline rows of one zoo, one line each."""
     from ..entries.run import run_baselines
-    from ..record import Record, write_record
+    from ..record import Record, write_record_safely
 
     cmd = f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
     for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, command=cmd, progress=True,
                                          allow_partial=allow_partial)):
-        path = write_record(rec, results)
+        path = write_record_safely(rec, results, say=warn)
         said = f"k-fold R2 {number(rec.score('kfold_r2'))}" if rec.ok else f"not made: {rec.failure}"
         console.print(f"{zoo.name} {rec.name}: {said} -> {path}", markup=False, highlight=False)
 
@@ -272,3 +272,8 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
         _print_why(v)
     if refused:
         raise typer.Exit(1)
+
+
+def warn(text: str) -> None:
+    """One yellow line, printed as it is (it names paths)."""
+    console.print(text, style="yellow", markup=False, highlight=False)

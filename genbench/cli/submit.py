@@ -63,7 +63,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
                    timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
                    n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
-    ranked = _ranked_beside_the_shipped(results)
+    ranked = _ranked_beside_the_shipped(results, {p.parent.parent for p in paths})  # a fallback folder too
     failed = 0
     for path in paths:
         rec = Record.read(path)
@@ -97,14 +97,15 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
         raise typer.Exit(1)
 
 
-def _ranked_beside_the_shipped(results: Path | None) -> list:
-    """Every record `genbench leaderboard` would rank beside the new ones (the shipped ones and the user's folder),
-    ranked by the k-fold R^2."""
+def _ranked_beside_the_shipped(results: Path | None, written: set[Path] = frozenset()) -> list:
+    """Every record `genbench leaderboard` would rank beside the new ones (the shipped ones and the user's folder, and
+    the folders the new ones were `written` to), ranked by the k-fold R^2."""
     from ..leaderboard.standings import rank_records
     from ..paths import results_dir, shipped_results_dir
     from ..record import shown_records
 
-    folders = [f for f in (shipped_results_dir(), results or results_dir()) if f is not None and f.is_dir()]
+    found = (shipped_results_dir(), results or results_dir(), *sorted(written))
+    folders = list(dict.fromkeys(f.resolve() for f in found if f is not None and f.is_dir()))  # each read once
     try:
         return rank_records(shown_records(folders, say=lambda text, kind: None))
     except GenbenchError as e:  # the new records are written; only their place among the others cannot be said
@@ -115,24 +116,30 @@ def _ranked_beside_the_shipped(results: Path | None) -> list:
 
 def official_verdict(name: str, zoos: list[str], ranked: list, folder: Path) -> str:
     """The last line of `genbench submit`: on the official zoos, the entry's mean rank over them (the leaderboard's
-    aggregate) and the official zoos it is not yet scored on, with the command that gets each; on any other zoo, that
-    the zoo is not official and how to be ranked where the benchmark ranks."""
+    aggregate) and the official zoos it is not yet scored on, with the commands that get them and score it there; on
+    any other zoo, that the zoo is not official and how to be ranked where the benchmark ranks."""
     from .. import defaults
-    from ..entries.submit.zoos import get_command
+    from ..entries.submit.zoos import get_command, official_built
     from ..leaderboard.standings import mean_ranks
     from ..text import plain_text
 
     official = defaults.OFFICIAL_ZOOS
-    missing = [z for z in official if z not in zoos]
-    get = "; ".join(f"`{get_command(z)}`" for z in missing)
+    unbuilt = set(official_built()[1])
+
+    def how(targets: list[str]) -> str:
+        """The commands that score the entry on `targets`: each zoo not built here got first."""
+        gets = [f"`{get_command(z)}`" for z in targets if z in unbuilt]
+        run = f"`genbench submit {folder} {' '.join(f'--zoo {z}' for z in targets)}`"
+        return f"{', '.join(gets)}, then {run}" if gets else run
+
     other = [plain_text(z, limit=100) for z in dict.fromkeys(zoos) if z not in official]
     if other:
         are = "is not an official zoo" if len(other) == 1 else "are not official zoos"
-        how = f": get {'it' if len(missing) == 1 else 'them'} with {get}," if missing else ":"
-        return (f"not official: {', '.join(other)} {are}; the benchmark ranks on {', '.join(official)}{how} then "
-                f"`genbench submit {folder}`")
+        return (f"not official: {', '.join(other)} {are}; the benchmark ranks on {', '.join(official)}: "
+                f"{how(list(official))}")
+    missing = [z for z in official if z not in zoos]
+    later = f"; not yet scored on {', '.join(missing)}: {how(missing)}" if missing else ""
     mine = next((m for m in mean_ranks(ranked) if m.entry == name and not m.baseline), None)
-    later = f"; not yet scored on {', '.join(missing)}: {get}, then `genbench submit {folder}`" if missing else ""
     if mine is None:
         return f"official verdict: not ranked on the official zoos (its records failed or are partial){later}"
     each = ", ".join(f"{r:g} on {z}" for z, r in mine.ranks.items())

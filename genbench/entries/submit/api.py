@@ -17,7 +17,7 @@ from ...device import resolve_device
 from ...errors import GenbenchError
 from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
-from ...record import Record, as_submission, declare_measure, with_failure, write_record
+from ...record import Record, as_submission, declare_measure, with_failure, write_record_safely
 from ...measures import Measure, list_measures
 from ...zoo.roles import resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
@@ -114,7 +114,8 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
     records = run_submission(sub, loaded, budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s,
                              audit_zoo=audit_zoo, device=device, n_boot=n_boot, echo=echo,
                              allow_partial=allow_partial, unsandboxed=unsandboxed)
-    return [write_record(rec, results_root) for rec in records]
+    say = (lambda text: echo(text, "stage")) if echo is not None else None  # noqa: E731
+    return [write_record_safely(rec, results_root, say) for rec in records]
 
 
 def known_zoo(name: str, source: str = "from submission.yaml") -> Zoo:
