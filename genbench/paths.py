@@ -77,12 +77,12 @@ def check_writable(*folders: Path | None) -> None:
     for folder in folders or (None,):
         path = Path(folder).expanduser() if folder is not None else genbench_home()
         what = "GENBENCH_HOME" if folder is None else "the folder"
+        fix = ("set GENBENCH_HOME to a folder you can write to" if folder is None
+               else "name a folder you can write to")
         existing = next((p for p in (path, *path.parents) if p.exists()), None)
         if existing is None:
             continue
         if not existing.is_dir():
-            raise GenbenchError(f"{what} {path} cannot be written: {existing} is a file, not a folder; set "
-                                "GENBENCH_HOME (or --results) to a folder you can write to")
+            raise GenbenchError(f"{what} {path} cannot be written: {existing} is a file, not a folder; {fix}")
         if not os.access(existing, os.W_OK | os.X_OK):
-            raise GenbenchError(f"{what} {path} cannot be written: {existing} is not writable; set GENBENCH_HOME "
-                                "(or --results) to a folder you can write to")
+            raise GenbenchError(f"{what} {path} cannot be written: {existing} is not writable; {fix}")
