@@ -11,6 +11,7 @@ from rich.table import Table
 from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scores
+from ..paths import check_writable
 from .app import app, console
 from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
 
@@ -33,7 +34,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
                  address: Address = None,
                  ) -> None:
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
-    from ..paths import check_writable; check_writable(None, out.parent if out else None)  # noqa: E702
+    check_writable(None, out.parent if out else None)
     from ..harness import evaluate, save_values, values_path
     from ..zoo import load_zoo
 
@@ -84,7 +85,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
               ) -> None:
     """Score measures: adjusted and k-fold R^2, MSE, Kendall tau, Psi, CMI, robust sign-error, 95% intervals. Without
     --zoo, `--values FILE` scores a table of values computed elsewhere and files its records, marked external."""
-    from ..paths import check_writable; check_writable(None, results)  # noqa: E702
+    check_writable(None, results)
     if zoo is None:
         if values is None:
             raise GenbenchError("name the zoo (--zoo NAME), or give a table of values from elsewhere with "
@@ -232,7 +233,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                                                   "error against train size, per arm) here: .svg or .png"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
-    from ..paths import check_writable; check_writable()  # noqa: E702
+    check_writable()
     from ..fileio import write_json_atomic
     from ..scoring import audit
     from ..scoring.audit import has_twins

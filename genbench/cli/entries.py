@@ -11,6 +11,7 @@ from rich.table import Column, Table
 from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT, SHIPPED_RESULTS
 from ..errors import GenbenchError
 from ..leaderboard.format import number
+from ..paths import check_writable
 from ..text import plain_text, safe_text
 from .app import app, console, leaderboard_app
 from .options import (AllowPartial, Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions,
@@ -60,7 +61,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                                                    "baseline rows (see `genbench leaderboard baselines`)"),
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
-    from ..paths import check_writable; check_writable(None, results)  # noqa: E702  before any work
+    check_writable(None, results)  # before any work
     from tqdm import tqdm
 
     from ..entries.run import run_entry

@@ -9,6 +9,7 @@ import typer
 from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT
 from ..errors import GenbenchError
 from ..leaderboard.format import DIGITS, number
+from ..paths import check_writable
 from .app import app, console
 from .options import AllowPartial, BudgetS, Device, NBoot, ResultsOut, check_limits
 
@@ -34,7 +35,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                                                 "you can; its records say so and never verify)"),
                ) -> None:
     """Score a submitted measure in a child process (time budget, memory cap) and write its result records."""
-    from ..paths import check_writable; check_writable(None, results)  # noqa: E702  before any work
+    check_writable(None, results)  # before any work
     from ..entries.submit import load_submission, submit, summarize
     from ..leaderboard.columns import HEADLINE, score_spec
     from ..leaderboard.standings import partial_note

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import GenbenchError
+from ..paths import check_writable
 from .app import console, zoo_app
 from .options import Address, Device, Executor, Private, Repo, overrides
 
@@ -69,7 +70,7 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
     """Train the models of a recipe (resumes: finished models are kept)."""
     from ..zoo.recipe import check_training
     k = check_training(training)  # a bad K is refused before anything is written
-    from ..paths import check_writable; check_writable(None, out)  # noqa: E702  before any training
+    check_writable(None, out)  # before any training
     from ..zoo import build_zoo
 
     zoo = build_zoo(recipe, out, limit=limit, device=device, overrides=overrides(set_), executor=executor,
