@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import paths
-from .defaults import SHIPPED_RESULTS
+from .defaults import OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
 from .errors import GenbenchError
 from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
@@ -366,24 +366,36 @@ class Record(Mapping[str, Any]):
         """The scores block (empty for a failed record)."""
         return _mapping(self.data.get("scores")) or {}
 
+    def _block_of(self, key: str) -> Mapping[str, Any]:
+        """Where a score is read from: over trainings, their combination (the mean, with an interval that holds the
+        training noise) for the scores combined; else the scores block (training 0's)."""
+        combined = _mapping(self.trainings.get("combined"))
+        if combined and (key in (_mapping(combined.get("values")) or {})
+                         or key in (_mapping(combined.get("refused")) or {})):
+            return combined
+        return self.scores
+
     def score(self, key: str) -> float | None:
-        """One score's value; None when missing, refused or not finite."""
-        values = _mapping(self.scores.get("values"))
+        """One score's value (over trainings: the mean over them); None when missing, refused or not finite."""
+        values = _mapping(self._block_of(key).get("values"))
         return finite(values.get(key)) if values and not self.refusal(key) else None
 
     def refusal(self, key: str) -> str | None:
         """Why a score is refused (not reported: too few models, estimate outside its interval, ...); None if not."""
-        reason = (_mapping(self.scores.get("refused")) or {}).get(key)
+        reason = (_mapping(self._block_of(key).get("refused")) or {}).get(key)
         return None if reason is None else str(reason) or "refused"
 
     @property
     def refused(self) -> dict[str, str]:
         """Every refused score with its reason."""
-        return {k: self.refusal(k) or "" for k in _mapping(self.scores.get("refused")) or {}}
+        keys = set(_mapping(self.scores.get("refused")) or {}) | set(
+            _mapping((_mapping(self.trainings.get("combined")) or {}).get("refused")) or {})
+        return {k: r for k in sorted(keys) if (r := self.refusal(k)) is not None}
 
     def interval(self, key: str) -> tuple[float | None, float | None]:
-        """One score's 95% interval; (None, None) when missing (no real interval) or refused."""
-        iv = (_mapping(self.scores.get("intervals")) or {}).get(key)
+        """One score's 95% interval (over trainings: the two-stage interval of the mean); (None, None) when missing
+        (no real interval) or refused."""
+        iv = (_mapping(self._block_of(key).get("intervals")) or {}).get(key)
         if self.refusal(key):
             return None, None
         if not isinstance(iv, (list, tuple)) or len(iv) != 2:
@@ -403,8 +415,60 @@ class Record(Mapping[str, Any]):
 
     @property
     def against_claim(self) -> bool:
-        """Whether the entry's free slope or Kendall tau runs against the direction its measure declares."""
+        """Whether the entry's free slope or Kendall tau runs against the direction its measure declares (over
+        trainings: on most of them, `verdict_over('against_claim')`)."""
+        over = self.verdict_over("against_claim")
+        if over is not None and over["trainings"][1] > 1:
+            return bool(over["holds"])
         return self.direction.get("against") is True
+
+    # ------------------------------------------------------------ trainings of the grid
+
+    @property
+    def provisional(self) -> bool:
+        """Whether it is an entry of an official zoo scored on fewer trainings of its grid than the official records
+        (defaults.TRAININGS): ranked, but marked, with the command that completes it."""
+        return self.ok and self.zoo_name in OFFICIAL_ZOOS and self.n_trainings < TRAININGS
+
+    @property
+    def trainings(self) -> Mapping[str, Any]:
+        """The scores on each training of the zoo's grid and their combination (entries/trainings.py); {} for an
+        entry scored on one training."""
+        return _mapping(self.data.get("trainings")) or {}
+
+    @property
+    def n_trainings(self) -> int:
+        """On how many trainings of its grid the entry is scored (1 without a trainings block)."""
+        zoos = self.trainings.get("zoos")
+        return len(zoos) if isinstance(zoos, list) and zoos else 1
+
+    @property
+    def training_names(self) -> list[str]:
+        """The zoos of the trainings it is scored on, training 0 first."""
+        zoos = self.trainings.get("zoos")
+        if not isinstance(zoos, list) or not zoos:
+            return [self.zoo_name]
+        return [str((_mapping(z) or {}).get("name")) for z in zoos]
+
+    def training_part(self, t: int) -> Mapping[str, Any]:
+        """Training t's part of the trainings block (its scores, and for t >= 1 its gaps and held-out predictions);
+        {} when absent."""
+        zoos = self.trainings.get("zoos")
+        return (_mapping(zoos[t]) or {}) if isinstance(zoos, list) and 0 <= t < len(zoos) else {}
+
+    @property
+    def verdicts(self) -> Mapping[str, Any]:
+        """The verdicts over trainings (scores.verdicts): beats_recipe, adds_to_recipe, against_claim, each
+        {holds, trainings: [held, of], settled}."""
+        return _mapping(self.scores.get("verdicts")) or {}
+
+    def verdict_over(self, key: str) -> dict[str, Any] | None:
+        """One verdict over trainings, checked for shape; None when the record does not state it."""
+        v = _mapping(self.verdicts.get(key))
+        t = v.get("trainings") if v else None
+        if not v or not isinstance(t, list) or len(t) != 2 or not all(isinstance(x, int) for x in t):
+            return None
+        return {"holds": v.get("holds") is True, "trainings": [int(t[0]), int(t[1])], "settled": v.get("settled") is True}
 
     @property
     def fit(self) -> Fit:
@@ -619,6 +683,26 @@ def parse_record(data: bytes, path: str | Path) -> dict[str, Any]:
     if not isinstance(rec["zoo"], dict) or not rec["zoo"].get("name"):
         raise GenbenchError(f"{path} is not a genbench result record: its zoo is not an object with a name")
     return rec
+
+
+PRIVATE = "private"  # a record's key of its private block (entries/private.py writes it)
+
+
+def private_block(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record's private block as written (a plain dict), None when it has none."""
+    data = record.data if isinstance(record, Record) else record
+    block = data.get(PRIVATE)
+    return block if isinstance(block, dict) else None
+
+
+def private_score(record: Mapping[str, Any], key: str = "kfold_r2") -> float | None:
+    """One private score of a record; None when it has no private block, the run failed, or the score is refused."""
+    block = private_block(record)
+    scores = block.get("scores") if block and block.get("status") == "ok" else None
+    if not isinstance(scores, dict) or (scores.get("refused") or {}).get(key):
+        return None
+    values = scores.get("values")
+    return finite(values.get(key)) if isinstance(values, dict) and not isinstance(values.get(key), bool) else None
 
 
 class SchemaError(GenbenchError):

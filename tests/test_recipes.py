@@ -49,15 +49,29 @@ def test_fragility_twins_share_init_data_and_order_with_their_baseline():
     assert len({s.data_seed for s in specs}) == 5
 
 
-def test_the_cnn_twin_of_the_fragility_zoo_differs_from_it_only_in_the_network():
+def test_the_cnn_audit_zoo_shares_the_mlp_audit_zoos_curves_and_keeps_only_mild_twins():
     mlp, cnn = load_recipe("mnist1d-fragility"), load_recipe("fragility-cnn-mnist1d")
     assert (mlp.family, cnn.family) == ("mlp", "cnn1d") and cnn.arch == {"depth": 3, "channels": 32}
-    assert (cnn.dataset, cnn.grid, cnn.train, cnn.twins, cnn.seed) == (mlp.dataset, mlp.grid, mlp.train, mlp.twins,
-                                                                       mlp.seed)
+    assert (cnn.dataset, cnn.grid, cnn.train, cnn.seed) == (mlp.dataset, mlp.grid, mlp.train, mlp.seed)
+    shared = [t for t in cnn.twins if t in mlp.twins]
+    assert [t["name"] for t in shared] == ["lr_div1.5", "batch_x2_lr_x2"]
     same = ("model_id", "init_seed", "data_seed", "run_seed", "train", "twin_of", "perturbation")
-    for a, b in zip(mlp.expand(), cnn.expand(), strict=True):
+    mine = {s.model_id: s for s in cnn.expand()}
+    theirs = [s for s in mlp.expand() if s.perturbation in (None, "lr_div1.5", "batch_x2_lr_x2")]
+    assert len(theirs) == 450 and len(mine) == 750
+    for a in theirs:  # the baselines and the shared twins: the same seeds and training as the MLPs'
+        b = mine[a.model_id]
         assert {k: getattr(a, k) for k in same} == {k: getattr(b, k) for k in same}
-        assert {k: v for k, v in a.hp.items() if k not in a.arch} == {k: v for k, v in b.hp.items() if k not in b.arch}
+    base = cnn.train
+    step = base["lr"] / (1 - base["momentum"])
+    for s in cnn.expand():  # the replacements for Adam and SGD without momentum stay SGD with momentum and keep
+        t = s.train           # the baseline's effective step, or its learning rate per example
+        if s.perturbation == "momentum_0.8":
+            assert t["optimizer"] == "sgd" and t["lr"] / (1 - t["momentum"]) == pytest.approx(step)
+        elif s.perturbation == "batch_div2_lr_div2":
+            assert t["lr"] / t["batch_size"] == pytest.approx(base["lr"] / base["batch_size"])
+    assert {s.perturbation for s in cnn.expand()} == {None, "lr_div1.5", "batch_x2_lr_x2", "batch_div2_lr_div2",
+                                                    "momentum_0.8"}
 
 
 def test_demogen_grid_models_get_distinct_inits():

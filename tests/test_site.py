@@ -222,7 +222,7 @@ def test_badges_explain_themselves(driver: Any, site: Path) -> None:
     from selenium.webdriver.common.by import By
 
     load(driver, site.as_uri())
-    row = f'table.leaderboard[data-zoo="{ZOO1}"] tr[data-name="%s"] .badge'
+    row = f'table.leaderboard[data-zoo="{ZOO1}"] tr[data-name="%s"] td[data-col="fragility"] .badge'
     fragile = driver.find_element(By.CSS_SELECTOR, row % "norm.path")
     ActionChains(driver).move_to_element(fragile).perform()
     tip = fragile.get_attribute("title")
@@ -275,7 +275,8 @@ def test_entry_page_has_chart_provenance_and_command(driver: Any, site: Path, re
     verdict = driver.find_element(By.ID, "verdict").text.splitlines()
     kf, (lo, hi) = rec["scores"]["values"]["kfold_r2"], rec["scores"]["intervals"]["kfold_r2"]
     assert verdict[:2] == ["Verdict", f"rank 1 of 4 measures, group 1 (k-fold R\u00b2 {kf:.3f} [{lo:.3f}, {hi:.3f}])"]
-    assert verdict[2].startswith("above the recipe: baseline.hparams ")
+    assert verdict[2].startswith("provisional: ")  # one training of an official grid: says how to complete it
+    assert verdict[3].startswith("above the recipe: baseline.hparams ")
     shot = tmp_path / "entry.png"
     assert driver.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
     driver.find_element(By.LINK_TEXT, "\u2190 leaderboard").click()

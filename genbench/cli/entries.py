@@ -15,7 +15,7 @@ from ..paths import check_writable
 from ..text import plain_text, safe_text
 from .app import app, console, leaderboard_app
 from .options import (AllowPartial, Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions,
-                      Zoos, check_limits)
+                      Trainings, Zoos, check_limits)
 from .zoo import report_push
 
 if TYPE_CHECKING:
@@ -59,12 +59,14 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                     allow_partial: AllowPartial = False,
                     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also write the zoo's "
                                                    "baseline rows (see `genbench leaderboard baselines`)"),
+                    trainings: Trainings = None,
                     ) -> None:
     """Compute the result records of built-in measures (scores, audit, values, provenance) and write them."""
     check_writable(None, results)  # before any work
     from tqdm import tqdm
 
     from ..entries.run import run_entry
+    from ..entries.trainings import default_trainings, training_zoos
     from ..leaderboard.standings import partial_note
     from ..measures.registry import resolve_measures
     from ..record import Record, write_record_safely
@@ -73,31 +75,36 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
     check_limits(counts={"--n-boot": n_boot})
     names = [m.name for m in resolve_measures(measures)]
     zoos = {z: load_zoo(z) for z in zoo}
-    for loaded in zoos.values():  # every zoo checked before the first record is computed
+    counts = {}
+    for z, loaded in zoos.items():  # every zoo (and training) checked before the first record is computed
         loaded.require_complete(allow_partial=allow_partial)
+        counts[z] = len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings))
     for z, loaded in zoos.items():
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):
             cmd = (f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
-                   + ("" if loaded.complete else " --allow-partial"))
+                   + ("" if loaded.complete else " --allow-partial") + (f" --trainings {trainings}" if trainings
+                                                                         else ""))
             rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot,
-                                   command=cmd, allow_partial=allow_partial))
+                                   command=cmd, allow_partial=allow_partial, trainings=counts[z]))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
                           f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
         if baselines:
-            _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+            _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial,
+                             trainings=counts[z])
 
 
 def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_boot: int,
-                     allow_partial: bool) -> None:
+                     allow_partial: bool, trainings: int | None = None) -> None:
     """Make and write the baseline rows of one zoo, one line each."""
     from ..entries.run import run_baselines
     from ..record import Record, write_record_safely
 
-    cmd = f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
+    cmd = (f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
+           + (f" --trainings {trainings}" if trainings and trainings > 1 else ""))
     for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, command=cmd, progress=True,
-                                         allow_partial=allow_partial)):
+                                         allow_partial=allow_partial, trainings=trainings)):
         path = write_record_safely(rec, results, say=warn)
         said = f"k-fold R2 {number(rec.score('kfold_r2'))}" if rec.ok else f"not made: {rec.failure}"
         console.print(f"{zoo.name} {rec.name}: {said} -> {path}", markup=False, highlight=False)
@@ -105,18 +112,22 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
 
 @leaderboard_app.command("baselines", epilog="Example: genbench leaderboard baselines --zoo demogen-nin-mnist1d")
 def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None, device: Device = None,
-                          n_boot: NBoot = N_BOOT, allow_partial: AllowPartial = False) -> None:
+                          n_boot: NBoot = N_BOOT, allow_partial: AllowPartial = False,
+                          trainings: Trainings = None) -> None:
     """Write the baseline rows: the gap predicted from the hyperparameters, from statistics of the weights, from
     every built-in scalar measure at once, and from the training loss and accuracy. A measure below baseline.hparams
     adds nothing the recipe said."""
+    from ..entries.trainings import default_trainings, training_zoos
     from ..zoo import load_zoo
 
     check_limits(counts={"--n-boot": n_boot})
     zoos = [load_zoo(z) for z in zoo]
+    counts = []
     for loaded in zoos:
         loaded.require_complete(allow_partial=allow_partial)
-    for loaded in zoos:
-        _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial)
+        counts.append(len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings)))
+    for loaded, n in zip(zoos, counts):
+        _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial, trainings=n)
 
 
 @leaderboard_app.command("rescore", epilog="Example: genbench leaderboard rescore --zoo demogen-nin-mnist1d")
@@ -241,6 +252,9 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                                   "review flagged (possible data generation or lookup), once a "
                                                   "maintainer has read it"),
                     max_n_boot: MaxNBoot = N_BOOT, max_budget_s: MaxBudgetS = BUDGET_S,
+                    private: bool = typer.Option(True, "--private/--no-private", help="also score each added record "
+                                                 "on the private training of its grid when the maintainers' secret "
+                                                 "is set (`genbench leaderboard private`)"),
                     ) -> None:
     """Verify records and copy each one that reproduces into the shipped folder of verified records.
 
@@ -266,6 +280,9 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                                                         else "")
             console.print(f"[green]added[/green] {safe_text(path, limit=None)} -> {safe_text(v.added, limit=None)} "
                           f"({how})", highlight=False)
+            if private:
+                from .leaderboard import private_after_add
+                private_after_add(v.added, submissions=submissions, device=device, limits=limits)
             continue
         refused += 1
         console.print(f"[red]refused[/red] {safe_text(path, limit=None)}: " + ("does not reproduce" if v.differences

@@ -8,11 +8,13 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from ..defaults import SHIPPED_RESULTS
+from ..defaults import BUDGET_S, N_BOOT, SHIPPED_RESULTS
 from ..errors import GenbenchError
 from ..leaderboard.format import TEXT_FORMATS
 from ..scoring.spec import DEFAULT_SORT
+from ..text import safe_text
 from .app import console, leaderboard_app
+from .options import Device, Submissions
 
 FORMATS = ("table", *TEXT_FORMATS)
 STYLES = {"note": "dim", "warning": "yellow"}
@@ -92,3 +94,75 @@ def leaderboard_cmd(ctx: typer.Context,
 
         index = write_site(records, html, sort=sort, ablation=ablation_tables(records), progress=True)
         console.print(f"leaderboard page: {index}", markup=False, highlight=False)
+
+
+@leaderboard_app.command("private", epilog="Example: genbench leaderboard private "
+                         "leaderboard/results/demogen-nin-mnist1d/my_measure.json")
+def leaderboard_private(records: list[Path] = typer.Argument(..., help="result record files, e.g. the shipped "
+                                                             f"{SHIPPED_RESULTS}/ZOO/NAME.json"),
+                        device: Device = None, submissions: Submissions = None,
+                        max_n_boot: int = typer.Option(N_BOOT, "--max-n-boot", help="the most bootstrap resamples "
+                                                       "a record may ask for"),
+                        max_budget_s: float = typer.Option(BUDGET_S, "--max-budget-s", help="the longest per-model "
+                                                           "budget a submission's record may ask for, in seconds"),
+                        ) -> None:
+    """Score records already added on the private training of their zoo's grid (maintainers only: it needs the
+    secret, $GENBENCH_PRIVATE_TRAINING) and write into each its private block: aggregate scores and a salted
+    commitment to the private zoo, nothing per model. A submission is re-run in its sandbox, as `add` re-runs it."""
+    from ..entries.private import add_private
+    from ..zoo.private import load_secret
+    from .entries import _limits
+
+    secret = load_secret()  # none set, or a public index: one line saying how to set it
+    limits = _limits(max_n_boot, max_budget_s)
+    failed = 0
+    for path in records:
+        try:
+            block = add_private(path, secret=secret, submissions=submissions, device=device, limits=limits)
+        except GenbenchError as e:
+            failed += 1
+            console.print(f"[red]no private score[/red] {safe_text(path, limit=None)}: {safe_text(e, limit=1000)}",
+                          highlight=False)
+            continue
+        console.print(f"{safe_text(path, limit=None)}: {private_line(path, block)}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+def private_line(path: Path, block: dict) -> str:
+    """One line on a record's private score: beside its public one, and whether it is flagged."""
+    from ..entries.private import private_standing
+    from ..leaderboard.format import number
+    from ..record import Record
+
+    if block.get("status") != "ok":
+        return f"private run on {block.get('zoo')} failed (no private score)"
+    standing = private_standing(Record.read(path))
+    if standing is None:
+        return f"private scores on {block.get('zoo')} written (no k-fold R2 to set beside the public one)"
+    flag = "; FLAGGED: does not hold on the private training" if standing["flagged"] else ""
+    return (f"private k-fold R2 {number(standing['private'])} on {standing['zoo']} (public "
+            f"{number(standing['public'])}, difference {number(standing['difference'])}){flag}")
+
+
+def private_after_add(dest: str, *, submissions: Path | None, device: str | None, limits: object) -> None:
+    """`leaderboard add`'s private step for a record just added at `dest`: its private block made and written when
+    the secret is set and the private zoo is built, else one line saying why not."""
+    from ..entries.private import add_private, private_zoo_of
+    from ..record import Record
+    from ..zoo.private import PRIVATE_ENV, load_secret
+
+    rec = Record.read(dest)
+    if rec.baseline:
+        return  # baseline rows are references: no private score
+    secret = load_secret(required=False)
+    why = f"no secret is set here (${PRIVATE_ENV}; maintainers only)" if secret is None else private_zoo_of(rec)[1]
+    if why is None:
+        try:
+            block = add_private(dest, secret=secret, submissions=submissions, device=device, limits=limits)
+            console.print(f"  {private_line(Path(dest), block)}", highlight=False)
+            return
+        except GenbenchError as e:
+            why = str(e)
+    console.print(f"  no private score: {safe_text(why, limit=600)}; `genbench leaderboard private` adds it later",
+                  style="dim", highlight=False)

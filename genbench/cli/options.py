@@ -27,6 +27,9 @@ CitedZoo = Annotated[Optional[str], typer.Option(
 Submissions = Annotated[Optional[Path], typer.Option(
     "--submissions", help="the trusted folder of submissions a submission's record is re-run from, as DIR/NAME "
     "(default: the checkout's submissions/)")]
+Trainings = Annotated[Optional[int], typer.Option("--trainings", help="score on trainings 0..N-1 of the zoo's grid "
+                                                   "(default: an official zoo's shipped trainings built here; 1 "
+                                                   "elsewhere)")]
 Executor = Annotated[str, typer.Option(help="where to run the work: local, or ray (as Ray tasks)")]
 Address = Annotated[Optional[str], typer.Option(help="Ray cluster address (with --executor ray)")]
 AllowPartial = Annotated[bool, typer.Option("--allow-partial", help="score a partial zoo too (not every model of its "

@@ -66,10 +66,20 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
               address: Address = None,
               training: str = typer.Option("0", "--training", help="K >= 1: training K of the recipe's grid, the "
                                            "zoo RECIPE-tK (same models and data, every training-noise seed changed)"),
+              private: bool = typer.Option(False, "--private", help="the maintainers' secret training of the grid "
+                                           "($GENBENCH_PRIVATE_TRAINING), as RECIPE-private under "
+                                           "$GENBENCH_HOME/private/zoos: never published, never pushed"),
               ) -> None:
     """Train the models of a recipe (resumes: finished models are kept)."""
     from ..zoo.recipe import check_training
     k = check_training(training)  # a bad K is refused before anything is written
+    if private:
+        if k or out is not None:
+            raise GenbenchError("--private builds the secret training into $GENBENCH_HOME/private/zoos; it takes "
+                                "neither --training (a public training) nor --out")
+        _build_private(recipe, limit=limit, device=device, overrides=overrides(set_), executor=executor,
+                       address=address)
+        return
     check_writable(None, out)  # before any training
     from ..zoo import build_zoo
 
@@ -77,6 +87,18 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
                     address=address, training=k)
     console.print(f"zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}")
     print_info(zoo)
+
+
+def _build_private(recipe: str, **kw) -> None:
+    """`zoo build --private`: the secret training built, and said without its index."""
+    from ..zoo.private import build_private_zoo, load_secret, private_dir
+    load_secret()  # no secret, or a public index: refused before anything is written
+    check_writable(private_dir())
+    zoo = build_private_zoo(recipe, **kw)
+    state = "complete" if zoo.complete else f"partial, {zoo.missing_count} models missing"
+    console.print(f"private zoo {zoo.name!r}: {len(zoo)} models ({state}) in {zoo.root}; never published (zoo push "
+                  "refuses it): `genbench leaderboard private RECORD` scores records on it", markup=False,
+                  highlight=False)
 
 
 def print_info(zoo: Zoo) -> None:

@@ -18,6 +18,7 @@ from ..record import SCHEMA, Record, git_commit, values_block, write_record
 from ..version import __version__
 from ..zoo.storage import Zoo
 from .run import NO_AUDIT, baselines_source_hash
+from .trainings import trainings_block
 from .verify import cited_zoo
 
 
@@ -70,13 +71,42 @@ def rescore_record(rec: Mapping[str, Any], zoo: Zoo, *, command: str = "genbench
     name = rec["measure"]
     values.attrs["measures"] = {name: {"kind": rec.get("kind"), "transform": old.get("transform"),
                                        "higher_means": rec.get("higher_means")}}
-    s = score(values, zoo, target=old.get("target", "gap"), measures=[name], seed=int(prov.get("seed", 0)),
-              n_boot=int(prov.get("n_boot", 1000)), allow_partial=not zoo.complete)[name]
+    seed, n_boot = int(prov.get("seed", 0)), int(prov.get("n_boot", 1000))
+    s = score(values, zoo, target=old.get("target", "gap"), measures=[name], seed=seed, n_boot=n_boot,
+              allow_partial=not zoo.complete)[name]
     scores = s.to_dict()
-    scores["notes"] = scores["notes"] + [n for n in old.get("notes", []) if n.startswith(NO_AUDIT)]
+    scores["notes"] = scores["notes"] + [n for n in old.get("notes", []) if n.startswith(NO_AUDIT)
+                                         or n.startswith("provisional:")]
     v = rec["values"]
     vals = values_block(v["model_id"], v["gap"], v["value"], v.get("error"), _in_record_order(s, values, v))
-    return {**rec, "schema": SCHEMA, "scores": scores, "values": vals, "provenance": _stamp(prov, command)}
+    out = {**rec, "schema": SCHEMA, "scores": scores, "values": vals, "provenance": _stamp(prov, command)}
+    parts = (rec.get("trainings") or {}).get("zoos") or []
+    zoos, per, per_values = [zoo], [s], [v["value"]]
+    for part in parts[1:]:  # each later training re-scored from its own stored values, on training 0's resamples
+        z = _training_zoo(part)
+        t_values = value_table({**rec, "values": {"model_id": v["model_id"], "value": part.get("value")}})
+        t_values.attrs["measures"] = values.attrs["measures"]
+        zoos.append(z)
+        per.append(score(t_values, z, target=old.get("target", "gap"), measures=[name], seed=seed, n_boot=n_boot,
+                         resample_table=zoo.table_sha256)[name])
+        per_values.append(part.get("value"))
+    block, verdicts = trainings_block(zoos, per, seed=seed, n_boot=n_boot, values=per_values)
+    out["scores"]["verdicts"] = verdicts
+    if len(zoos) > 1:
+        out["trainings"] = block
+    return out
+
+
+def _training_zoo(part: Mapping[str, Any]) -> Zoo:
+    """A later training's zoo, by the name its part of the record gives, checked against the table hash it cites."""
+    from ..zoo.storage import load_zoo
+    name = str(part.get("name"))
+    z = load_zoo(name)
+    if z.table_sha256 != part.get("table_sha256"):
+        raise GenbenchError(f"the zoo {name!r} built here (table {z.table_sha256[:12]}) is not the training the record "
+                            f"was scored on (table {str(part.get('table_sha256'))[:12]}): rebuild it with `genbench "
+                            "zoo build` (a clean build of the same genbench reproduces it)")
+    return z
 
 
 def _in_record_order(s: Any, values: pd.DataFrame, v: Mapping[str, Any]) -> Any:
@@ -92,18 +122,33 @@ def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], folder
     from ..scoring.baselines import BASELINES, score_baselines
     wanted = tuple(records)
     inputs = list((records.get("baseline.all_measures", {}).get("provenance") or {}).get("inputs") or [])
-    values = None
+    first = next(iter(records.values()))
+    parts = (first.get("trainings") or {}).get("zoos") or [{}]
+    zoos = [zoo] + [_training_zoo(part) for part in parts[1:]]
+    raws = {}
     if "baseline.all_measures" in wanted:
-        values = pd.DataFrame({"model_id": sorted(zoo.table["model_id"].astype(str))})
         for name in inputs:
             path = Path(folder) / f"{name}.json"
             if not path.is_file():
                 raise GenbenchError(f"baseline.all_measures on {zoo.name} was made from {name}, whose record "
                                     f"{path} is missing: re-score it from a folder holding its inputs' records")
-            values = values.merge(value_table(_raw(path)), on="model_id", how="left")
-    any_prov = next(iter(records.values())).get("provenance") or {}
-    scores, notes = score_baselines(zoo, values, measures=inputs, seed=int(any_prov.get("seed", 0)),
-                                    n_boot=int(any_prov.get("n_boot", 1000)), only=wanted)
+            raws[name] = _raw(path)
+    any_prov = first.get("provenance") or {}
+    seed, n_boot = int(any_prov.get("seed", 0)), int(any_prov.get("n_boot", 1000))
+    per = []
+    for t, z in enumerate(zoos):
+        values = None
+        if "baseline.all_measures" in wanted:
+            values = pd.DataFrame({"model_id": sorted(z.table["model_id"].astype(str))})
+            for raw in raws.values():
+                if t:  # a later training's values, stored in the input's trainings block
+                    held = ((raw.get("trainings") or {}).get("zoos") or [])
+                    raw = {**raw, "values": {"model_id": raw["values"]["model_id"],
+                                             "value": held[t].get("value") if t < len(held) else None}}
+                values = values.merge(value_table(raw), on="model_id", how="left")
+        per.append(score_baselines(z, values, measures=inputs, seed=seed, n_boot=n_boot, only=wanted,
+                                   resample_table=None if t == 0 else zoo.table_sha256))
+    scores, notes = per[0]
     citation = {b.name: b.citation for b in BASELINES}
     order = {m: i for i, m in enumerate(sorted(zoo.table["model_id"].astype(str)))}  # the scorer's row order
     out = []
@@ -114,10 +159,15 @@ def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], folder
         v = rec["values"]
         heldout = s.heldout[:, [order[str(m)] for m in v["model_id"]]]
         new = dict(rec)
-        new.update(schema=SCHEMA, citation=citation[name], scores=s.to_dict(),
+        d = s.to_dict()
+        d["notes"] = d["notes"] + [n for n in (rec.get("scores") or {}).get("notes", []) if n.startswith("provisional:")]
+        new.update(schema=SCHEMA, citation=citation[name], scores=d,
                    values=values_block(v["model_id"], v["gap"], None, None, heldout),
                    provenance=_stamp(rec.get("provenance") or {}, command,
                                      measure_source_hash=baselines_source_hash()))
+        every = [p[0].items.get(name) for p in per]
+        if len(zoos) > 1 and all(e is not None for e in every):
+            new["trainings"] = trainings_block(zoos, every, seed=seed, n_boot=n_boot)[0]
         out.append(new)
     return out
 

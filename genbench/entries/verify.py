@@ -226,7 +226,7 @@ def _without_audit_note(scores: Any) -> Any:
 def _compare_outcome(rec: Record, new: Record, v: Verification, *, scores_only: bool = False) -> None:
     """Compare how two records of an entry ended: status, failure, scores and per-model values (with `scores_only`,
     leaving out of the scores the note that an audit could not run)."""
-    for key in ("status", "failure", "scores", "values"):
+    for key in ("status", "failure", "scores", "values", "trainings"):
         old_part, new_part = rec.get(key), new.get(key)
         if key == "scores" and scores_only:
             old_part, new_part = _without_audit_note(old_part), _without_audit_note(new_part)
@@ -234,6 +234,60 @@ def _compare_outcome(rec: Record, new: Record, v: Verification, *, scores_only: 
 
 
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
+                  submissions: str | Path | None = None, zoo: str | Path | None = None,
+                  scores_only: bool = False, limits: Limits | None = None) -> Verification:
+    """verify_public(), then the record's private block (issue 43), which only the maintainers' secret can check:
+    without it `.notes` says so (everything public was checked); with it, once the public part reproduces, the entry
+    is re-run on the private training and its private scores compared (check_private)."""
+    v = verify_public(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
+                      scores_only=scores_only, limits=limits)
+    check_private(Record.read(path), v, device=device, submissions=submissions, limits=limits)
+    return v
+
+
+PRIVATE_UNCHECKED = ("its private scores (on {zoo}) can be checked only with the maintainers' secret ({env} or "
+                     "{file}), which is not set here: not checked (everything public was)")
+
+
+def check_private(rec: Record, v: Verification, *, device: str | None = None,
+                  submissions: str | Path | None = None, limits: Limits | None = None) -> None:
+    """The private block of `rec`, if any, checked into `v`: without the secret a note says it cannot be; with it,
+    the block is made again on the private zoo built here (entries.private.private_scores) and its zoo, commitment,
+    status and model count compared exactly, its scores within v's tolerance. Not run when the public part failed."""
+    from ..zoo.private import PRIVATE_ENV, load_secret, secret_path
+    from .private import PRIVATE, block_problems, private_block, private_scores, private_zoo_of
+    block = private_block(rec)
+    if PRIVATE not in rec.data:
+        return
+    try:
+        secret = load_secret(required=False)
+    except GenbenchError as e:
+        v.problems.append(f"its private scores cannot be checked: {e}")
+        return
+    if secret is None:
+        zoo = block.get("zoo") if block else None
+        v.notes.append(PRIVATE_UNCHECKED.format(zoo=excerpt(zoo), env=f"${PRIVATE_ENV}", file=secret_path()))
+        return
+    if not v.ok:
+        return
+    if problems := block_problems(rec.data.get(PRIVATE)):
+        v.problems += problems
+        return
+    if (why := private_zoo_of(rec)[1]) is not None:
+        v.notes.append(f"its private scores were not checked: {why}")
+        return
+    try:
+        new = private_scores(rec, secret=secret, submissions=submissions, device=device, limits=limits)
+    except GenbenchError as e:
+        v.problems.append(f"its private scores cannot be made again here: {e}")
+        return
+    for key in ("zoo", "commitment", "status", "n"):
+        if block.get(key) != new.get(key):
+            v.differences.append((f"{PRIVATE}.{key}", block.get(key), new.get(key)))
+    _compare(f"{PRIVATE}.scores", block.get("scores"), new.get("scores"), v.differences, v.rtol, v.atol)
+
+
+def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
                   submissions: str | Path | None = None, zoo: str | Path | None = None,
                   scores_only: bool = False, limits: Limits | None = None) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
@@ -286,8 +340,12 @@ def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         return v
     settings = {**settings, **({"audit_zoo": None} if scores_only else {})}
     settings.pop("budget_s")  # a built-in runs under genbench's budget (run_entry's default)
-    new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
-                           **settings))
+    try:  # on the trainings the record was scored on (each one's zoo built here, found by name)
+        new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
+                               trainings=rec.n_trainings, **settings))
+    except GenbenchError as e:
+        v.problems.append(str(e))
+        return v
     _compare_outcome(rec, new, v, scores_only=scores_only)
     if scores_only:
         return v
@@ -324,7 +382,8 @@ def _verify_submission(rec: Record, v: Verification, *, device: str | None, subm
     if scores_only:
         _compare_outcome(rec, Record(new), v, scores_only=True)
         return v
-    _compare("", _without_timing(dict(rec.data)), _without_timing(new), v.differences, v.rtol, v.atol)
+    public = {k: x for k, x in rec.data.items() if k != "private"}  # the private block: check_private
+    _compare("", _without_timing(public), _without_timing(new), v.differences, v.rtol, v.atol)
     recorded = rec.provenance.get("git_commit")
     if recorded != new.get("provenance", {}).get("git_commit") and not known_commit(recorded):
         v.differences.append(("provenance.git_commit", recorded, new.get("provenance", {}).get("git_commit")))
@@ -360,9 +419,13 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
         v.problems.append(why)
     if v.problems:
         return v
-    new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
-                               seed=settings["seed"], command=settings["command"],
-                               allow_partial=settings["allow_partial"])[0])
+    try:
+        new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
+                                   seed=settings["seed"], command=settings["command"],
+                                   allow_partial=settings["allow_partial"], trainings=rec.n_trainings)[0])
+    except GenbenchError as e:
+        v.problems.append(str(e))
+        return v
     _compare_outcome(rec, new, v)
     return v
 
@@ -393,6 +456,14 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
         v.problems.append(f"a record on a partial zoo ({rec.zoo_models} of {rec.zoo_expected_models} models) is not "
                           "added: the shipped folder holds records on complete zoos only; finish the zoo and "
                           "score it again")
+    if not v.problems and "private" in rec.data:  # checked by verify_record below, or the record is refused
+        from ..zoo.private import load_secret
+        from .private import private_zoo_of
+        why = ("the maintainers' secret is not set here" if load_secret(required=False) is None
+               else private_zoo_of(rec)[1])
+        if why:
+            v.problems.append(f"it carries a private block, which cannot be checked here ({why}): remove the block, "
+                              "or add the record where it can be checked")
     if not v.problems and not reviewed and is_submission(rec):  # its source flagged: refused unless --reviewed
         from .submit.review import review_problems
         v.problems += review_problems(rec.written_name, submissions)

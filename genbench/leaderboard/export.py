@@ -121,7 +121,8 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
         row = {"zoo": r.zoo_name, "rank": r["rank"], "tied": r.data.get("rank_tied") is True, "group": r["rank_group"],
                "entry": entry_name(r),
                "submission": submission_folder(r), "baseline": r.baseline,
-               "aliases": ", ".join(alias_names(r, names)), "kind": r.kind, "status": r.status, "local": r.local}
+               "aliases": ", ".join(alias_names(r, names)), "kind": r.kind, "status": r.status, "local": r.local,
+               "trainings": r.n_trainings, "provisional": r.provisional}
         for k in keys:
             lo, hi = r.interval(k)
             row[k], row[k + "_lo"], row[k + "_hi"] = _nan(r.score(k)), _nan(lo), _nan(hi)

@@ -75,6 +75,7 @@ def environment() -> Environment:
     env.filters.update(num=page_number, sort_key=_sort_attr, rank_text=rank_text, breakable=breakable)
     env.globals.update(
         DASH=DASH, REFUSED=REFUSED, CSP=Markup(CSP), LOCAL_TIP=LOCAL_TIP, baseline_note=sentence(BASELINE_NOTE),
+        provisional_tip=provisional_tip,
         AGAINST_TIP=sentence(AGAINST_NOTE), AGGREGATE_BASELINE_TIP=AGGREGATE_BASELINE_TIP,
         ABLATION_CAPTION=ABLATION_CAPTION, AGGREGATE_CAPTION=AGGREGATE_CAPTION, page_rule=page_rule,
         ci=page_interval, page_score=page_score, number=number, finite=finite, score_label=score_label,
@@ -139,6 +140,13 @@ def _known(x: Any) -> Any:
 
 
 # ---------------------------------------------------------------- badges and row texts
+
+
+def provisional_tip(rec: Record) -> str:
+    """The title of the 'provisional' mark: on how many trainings the entry is scored and how to complete it."""
+    note = next((str(n) for n in rec.notes if str(n).startswith("provisional:")), None)
+    return sentence(note or f"provisional: scored on {rec.n_trainings} training(s) of {rec.zoo_name}, fewer than the "
+                    "official records") + " It is ranked by the mean over its trainings, without a rank group."
 
 
 def partial_tip(rec: Record) -> str:

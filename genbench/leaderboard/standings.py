@@ -19,6 +19,7 @@ from ..errors import GenbenchError
 from ..record import Record
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT, score_label
+from ..scoring.trainings import combine_draws, training_picks
 from .columns import score_family, score_spec
 
 PAIRED = {"kfold_r2": 0, "mse": 1}  # sort keys with rank groups: their index in pooled_scores' pair
@@ -84,7 +85,10 @@ def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
     shown, aliases = merge_equivalent(comparable, heldout)
     scored = sorted((r for r in shown if r.score(sort) is not None),
                     key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
-    groups = paired_rank_groups(zoo, scored, heldout, sort) if sort in PAIRED else [None] * len(scored)
+    full = max((r.n_trainings for r in scored), default=1)
+    pairable = [r for r in scored if r.n_trainings == full]  # fewer trainings (provisional): ranked, no group
+    groups = iter(paired_rank_groups(zoo, pairable, heldout, sort) if sort in PAIRED else [None] * len(pairable))
+    groups = [next(groups) if r.n_trainings == full else None for r in scored]  # type: ignore[assignment]
     out, number, last = [], 0, None
     ties = tied(scored, sort)
     for r, g in zip(scored, groups):
@@ -247,6 +251,17 @@ def _check_pairable(zoo: str, recs: Sequence[Record], heldout: Mapping[str, np.n
         what = "; ".join(f"table {str(h)[:12]}: {_names(rs)}" for h, rs in parts.items())
         raise GenbenchError(f"cannot pair the records of {zoo!r}: their resamples come from different zoo tables "
                             f"({what}); regenerate the odd ones with `genbench leaderboard run NAME --zoo {zoo}`")
+    parts = _split(recs, lambda r: r.n_trainings)
+    if len(parts) > 1:
+        what = "; ".join(f"{t} training(s): {_names(rs)}" for t, rs in parts.items())
+        raise GenbenchError(f"cannot pair the records of {zoo!r}: they are scored on different numbers of trainings "
+                            f"of the grid ({what}); score the odd ones on the same trainings (`genbench leaderboard "
+                            f"run NAME --zoo {zoo} --trainings N`)")
+    lacking = [r for r in recs if any(_training_arrays(r, t) is None for t in range(1, r.n_trainings))]
+    if lacking:
+        raise GenbenchError(f"cannot pair the records of {zoo!r}: {_names(lacking)} lack a training's gaps or held-out "
+                            f"predictions (trainings.zoos[t]); regenerate them with `genbench leaderboard run NAME "
+                            f"--zoo {zoo}`")
     parts = _split(recs, lambda r: tuple(r.model_ids or ()))
     if len(parts) > 1:
         what = "; ".join(f"{len(ids)} models ({', '.join(ids[:2])}{', ...' if len(ids) > 2 else ''}): {_names(rs)}"
@@ -264,22 +279,50 @@ def _weights(n: int, table: str, seed: int, n_boot: int) -> np.ndarray:
     return w
 
 
+def _training_arrays(r: Record, t: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Training t's (gap [n], held-out predictions [R, n]) of a record: training 0's from its values block, a later
+    one's from its trainings block; None when absent or not one value per model."""
+    if t == 0:
+        y, h = _gap(r), _heldout_array(r)
+        return None if y is None or h is None else (y, h)
+    part, n = r.training_part(t), len(r.model_ids or ())
+    try:
+        y, h = np.array(part.get("gap"), dtype=float), np.array(part.get("heldout"), dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return (y, h) if y.shape == (n,) and h.ndim == 2 and h.shape[1] == n else None
+
+
+def _one_training_draws(parts: Sequence[tuple[np.ndarray, np.ndarray]], w: np.ndarray, sort: str) -> np.ndarray:
+    """[E, B] pooled k-fold R^2 or MSE draws of one training's (gap, held-out) per entry on the resamples w
+    (resample.pooled_scores; entries with the same target, models and number of shuffles in one product)."""
+    out = np.empty((len(parts), len(w)))
+    batches: dict[tuple[bytes, bytes, int], list[int]] = {}
+    for i, (y, h) in enumerate(parts):
+        ok = np.isfinite(y) & np.isfinite(h).all(0)
+        batches.setdefault((y.tobytes(), ok.tobytes(), len(h)), []).append(i)
+    for idx in batches.values():
+        out[idx] = pooled_scores(parts[idx[0]][0], np.stack([parts[i][1] for i in idx]), w)[PAIRED[sort]]
+    return out
+
+
 def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None], sort: str) -> np.ndarray:
     """[E, B] bootstrap draws of the ranking score of each entry, all on the zoo's one resample matrix (a function
-    of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions
-    (resample.pooled_scores; entries with the same target, models and number of shuffles in one product)."""
+    of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions.
+    Entries scored on T > 1 trainings of the grid (all of them on the same T): on each training, on the same
+    resamples, combined by the two-stage bootstrap (scoring/trainings.py) on the same training draws."""
     table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
     w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
-    out = np.empty((len(recs), n_boot))
-    batches: dict[tuple[bytes, bytes, int], list[int]] = {}
-    for i, r in enumerate(recs):
-        y, h = _gap(r), heldout[r.name]
-        ok = np.isfinite(y) & np.isfinite(h).all(0)  # type: ignore[arg-type, union-attr]
-        batches.setdefault((y.tobytes(), ok.tobytes(), len(h)), []).append(i)  # type: ignore[union-attr, arg-type]
-    for idx in batches.values():
-        stack = np.stack([heldout[recs[i].name] for i in idx])  # type: ignore[misc]
-        out[idx] = pooled_scores(_gap(recs[idx[0]]), stack, w)[PAIRED[sort]]
-    return out
+    t_of = recs[0].n_trainings
+    per = []
+    for t in range(t_of):
+        parts = [_training_arrays(r, t) for r in recs]
+        if t == 0:
+            parts = [(_gap(r), heldout[r.name]) for r in recs]  # type: ignore[misc]
+        per.append(_one_training_draws(parts, w, sort))  # type: ignore[arg-type]
+    if t_of == 1:
+        return per[0]
+    return combine_draws(np.stack(per, 1), training_picks(t_of, n_boot, table_sha256=table, seed=seed))
 
 
 def paired_rank_groups(zoo: str, scored: Sequence[Record], heldout: Mapping[str, np.ndarray | None],
@@ -359,6 +402,7 @@ class MeanRank:
     ranks: dict[str, float] = field(default_factory=dict)
     local: bool = False  # whether any of its ranks comes from a local (the user's own, unverified) record
     baseline: bool = False
+    provisional: bool = False  # whether any of its ranks comes from a provisional record (fewer trainings)
 
     @property
     def zoos(self) -> int:
@@ -384,6 +428,7 @@ def mean_ranks(ranked: Sequence[Record]) -> list[MeanRank]:
         if r.rank is not None:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind))
             row.ranks[r.zoo_name], row.local = int(r.rank), row.local or r.local
+            row.provisional = row.provisional or r.provisional
             above[r.zoo_name] = above.get(r.zoo_name, 0) + 1  # measures, not ranks: a tie shares one
         elif r.baseline and r.ok and r.score(DEFAULT_SORT) is not None:
             row = rows.setdefault(r.name, MeanRank(r.name, r.kind, baseline=True))
@@ -395,6 +440,7 @@ def aggregate_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_SO
                     ranked: Sequence[Record] | None = None) -> pd.DataFrame:
     """The mean ranks across zoos as a table: entry, mean_rank, zoos, local, baseline (a reference row: its mean
     place among the measures) (`ranked`: the records already ranked)."""
-    rows = [{"entry": m.entry, "mean_rank": m.mean_rank, "zoos": m.zoos, "local": m.local, "baseline": m.baseline}
+    rows = [{"entry": m.entry, "mean_rank": m.mean_rank, "zoos": m.zoos, "local": m.local, "baseline": m.baseline,
+             "provisional": m.provisional}
             for m in mean_ranks(ranked if ranked is not None else rank_records(records, sort))]
-    return pd.DataFrame(rows, columns=["entry", "mean_rank", "zoos", "local", "baseline"])
+    return pd.DataFrame(rows, columns=["entry", "mean_rank", "zoos", "local", "baseline", "provisional"])

@@ -35,6 +35,9 @@ NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ra
 FRAGILITY_WIDTH = 11  # the fragility column: its codes on one line ("fv ft fs db")
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
+PROVISIONAL_MARK = " ~"  # after an entry's name: provisional (fewer trainings than the official records)
+PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the official records; ranked by the mean over "
+               "its trainings, without a rank group (its record's note names the commands that complete it)")
 
 
 def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
@@ -66,7 +69,8 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
                   title=f"across the official zoos: mean of the per-zoo ranks by {sort}")
         for _, r in agg.iterrows():
             base = f" ({BASELINE_RANK}: mean place)" if r["baseline"] else ""
-            t.add_row(escape(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"]})) + base,
+            t.add_row(escape(entry_cell({"entry": names.get(r["entry"], r["entry"]), "local": r["local"],
+                                         "provisional": r["provisional"]})) + base,
                       rank_text(r["mean_rank"]), str(int(r["zoos"])))
         console.print(t)
         say(console, f"across zoos: {AGGREGATE_RULE}", indent=2)
@@ -80,6 +84,8 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
         say(console, NAMING)
     if "claim" in table and (table["claim"] == AGAINST).any():
         say(console, f"{AGAINST_MARK.strip()} after an entry's name: {AGAINST} (above)")
+    if "provisional" in table and table["provisional"].astype(bool).any():
+        say(console, f"{PROVISIONAL_MARK.strip()} after an entry's name: {PROVISIONAL}")
     if table["local"].any():
         say(console, f"{LOCAL_MARK.strip()} local: your own record, not verified (not in the shipped {SHIPPED_RESULTS}); "
              "`genbench leaderboard add RECORD` verifies it and adds it there")
@@ -175,7 +181,7 @@ def entry_cell(row: pd.Series | dict) -> str:
     """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local) and
     when it runs against its claim."""
     return plain_text(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + \
-        (AGAINST_MARK if row.get("claim") == AGAINST else "")
+        (AGAINST_MARK if row.get("claim") == AGAINST else "") + (PROVISIONAL_MARK if row.get("provisional") else "")
 
 
 SCORE_VIEW = ("kfold_r2", "delta_r2", "tau", "adj_r2", "psi", "cmi", "pgdl_score", "sign_error_worst",
@@ -342,7 +348,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
     with_iv = set(interval_columns(sort))
     spec = score_spec(sort)
     letters = {z: chr(ord("A") + i) for i, z in enumerate(zoos)}  # zoo names are long: each column says its letter
-    longest = max([len(entry_cell({"entry": e, "local": True, "claim": AGAINST})) for e in order] or [5])
+    longest = max([len(entry_cell({"entry": e, "local": True, "claim": AGAINST, "provisional": True}))
+                   for e in order] or [5])
 
     def build(intervals: bool, adds: bool, fragility: bool, compact: bool = False, caption: str | None = None
               ) -> tuple[Table, Footnotes]:
@@ -361,6 +368,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
             cells = []
             local = any(bool(rows[z][e]["local"]) for z in zoos if e in rows[z])
             against = any(rows[z][e].get("claim") == AGAINST for z in zoos if e in rows[z])
+            provisional = any(bool(rows[z][e].get("provisional")) for z in zoos if e in rows[z])
             for z in zoos:
                 r = rows[z].get(e)
                 if r is None:
@@ -376,7 +384,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
                 if fragility:
                     cells.append(fragility_code(r["fragility"]))
             m = mean.get(e)
-            t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": AGAINST if against else ""})), *cells,
+            t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": AGAINST if against else "",
+                                         "provisional": provisional})), *cells,
                       rank_text(m) if m is not None else MISSING)
         return t, foot
 
@@ -406,5 +415,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
     marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
         else []
     marks += [f"{LOCAL_MARK.strip()}: local, your own unverified record"] if table["local"].any() else []
+    marks += [f"{PROVISIONAL_MARK.strip()}: provisional, fewer trainings than the official records"] \
+        if "provisional" in table and table["provisional"].astype(bool).any() else []
     if marks:
         say(console, "; ".join(marks))

@@ -1,13 +1,17 @@
 """The verdict a zoo's table opens with, in one sentence: the best measure, whether it beats the recipe
 (baseline.hparams, compared pairwise on the zoo's resamples), what it and the others add to the recipe (delta_r2
-with its paired interval), and how many run against their own claim. numpy only, like the ranking it reads."""
+with its paired interval), how many run against their own claim, on how many trainings of the grid each verdict
+holds (settled or not), and the private training's scores beside the public ones. numpy only, like the ranking."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from ..errors import GenbenchError
-from ..record import Record
+from ..record import Record, private_block, private_score
 from ..scoring.resample import percentile_interval
 from .format import DIGITS, number, rank_text
 from .standings import _heldout_array, _check_pairable, by_zoo, paired_draws
@@ -27,6 +31,7 @@ class Verdict:
     difference: tuple[float, float, float] | None = None  # best - recipe: point, 95% interval
     adds: list[Record] = field(default_factory=list)
     against: list[Record] = field(default_factory=list)
+    private: list[tuple[Record, dict[str, Any]]] = field(default_factory=list)  # entries with a private score
 
     @property
     def beats_recipe(self) -> bool | None:
@@ -38,7 +43,10 @@ class Verdict:
         reaches 0.893 (difference -0.054 [-0.07, -0.04]) and adds 0.003 [0.000, 0.007]; ..."."""
         if self.best is None:
             return "No measure is ranked on this zoo."
-        best = f"{self.best.measure or self.best.name}" + (" (against its claim)" if self.best.against_claim else "")
+        best = self.best.measure or self.best.name
+        if self.best.against_claim:
+            best += f" (against its claim{over(self.best, 'against_claim', '; ')})"
+        beats = over(self.best, "beats_recipe", "; beating it ")
         k = number(self.best.score("kfold_r2"), digits=DIGITS)
         adds = _adds(self.best)
         if self.recipe is None:
@@ -52,16 +60,17 @@ class Verdict:
             r = number(self.recipe.score("kfold_r2"), digits=DIGITS)
             d = f"difference {_iv(*self.difference)}"
             if self.difference[1] > 0:
-                head = f"{best} beats the recipe: k-fold R\u00b2 {k} against {RECIPE} {r} ({d}), and {adds}"
+                head = (f"{best} beats the recipe{over(self.best, 'beats_recipe', ' (', ')')}: k-fold R\u00b2 {k} "
+                        f"against {RECIPE} {r} ({d}), and {adds}")
             elif self.difference[2] < 0:
-                head = f"No measure beats the recipe ({RECIPE} {r}); the best measure, {best}, reaches {k} ({d}) " \
-                       f"and {adds}"
+                head = f"No measure beats the recipe ({RECIPE} {r}); the best measure, {best}, reaches {k} ({d}" \
+                       f"{beats}) and {adds}"
             else:
                 head = f"No measure is told apart from the recipe ({RECIPE} {r}): the best, {best}, reaches {k} " \
-                       f"({d}) and {adds}"
+                       f"({d}{beats}) and {adds}"
         others = [r for r in self.adds if r.name != self.best.name]
         if others:
-            named = ", ".join(f"{r.measure or r.name} {_iv(*_delta(r))}"
+            named = ", ".join(f"{r.measure or r.name} {_iv(*_delta(r))}{over(r, 'adds_to_recipe', ' (', ')')}"
                               + (" (against its claim)" if r.against_claim else "") for r in others[:LISTED])
             more = f" and {len(others) - LISTED} more" if len(others) > LISTED else ""
             tail = f"; also adding to the recipe: {named}{more}"
@@ -70,7 +79,16 @@ class Verdict:
         n = len(self.against)
         against = (f"; {n} measure runs against its own claim" if n == 1 else
                    f"; {n} measures run against their own claim" if n else "")
-        return head + tail + against + "."
+        return head + tail + against + self._private() + "."
+
+    def _private(self) -> str:
+        """The private training's word (issue 43): the entries with a private score, flagged ones first."""
+        if not self.private:
+            return ""
+        order = sorted(self.private, key=lambda rs: (not rs[1]["flagged"], rs[0].name))
+        told = ", ".join(f"{r.measure or r.name} {private_text(st)}" for r, st in order[:LISTED])
+        more = f" and {len(order) - LISTED} more" if len(order) > LISTED else ""
+        return f"; on the private training: {told}{more}"
 
 
 def _delta(r: Record) -> tuple[float, float, float]:
@@ -89,7 +107,20 @@ def _adds(r: Record, to: str = "it") -> str:
     if r.score("delta_r2") is None:
         why = r.refusal("delta_r2")
         return "has no delta to the recipe" + (f" ({why})" if why else "")
-    return f"adds {_iv(*_delta(r))} to {to}" if adds_to_recipe(r) else f"adds nothing to {to} ({_iv(*_delta(r))})"
+    if adds_to_recipe(r):
+        return f"adds {_iv(*_delta(r))} to {to}{over(r, 'adds_to_recipe', ' (', ')')}"
+    return f"adds nothing to {to} ({_iv(*_delta(r))}{over(r, 'adds_to_recipe', '; ')})"
+
+
+def over(r: Record, key: str, before: str = "", after: str = "") -> str:
+    """How a verdict of an entry scored on several trainings holds over them, for the views: 'on 3 of 3 trainings,
+    settled' or 'on 2 of 3 trainings, unsettled' between `before` and `after`; '' for an entry scored on one
+    training (or a record that does not state the verdict)."""
+    v = r.verdict_over(key)
+    if v is None or v["trainings"][1] < 2:
+        return ""
+    held, of = v["trainings"]
+    return f"{before}on {held} of {of} trainings, {'settled' if v['settled'] else 'unsettled'}{after}"
 
 
 def _iv(v: float, lo: float, hi: float) -> str:
@@ -115,7 +146,29 @@ def zoo_verdict(zoo: str, recs: Sequence[Record]) -> Verdict:
     v.against = [r for r in measures if r.against_claim]
     if v.recipe is not None:
         v.difference = paired_difference(zoo, v.best, v.recipe)
+    noise = training_noise(ok)
+    v.private = [(r, st) for r in measures if (st := private_standing(r, noise)) is not None]
     return v
+
+
+def training_noise(recs: Sequence[Record]) -> float:
+    """The training noise of the k-fold R^2 on a zoo: twice the median, over its entries scored on several trainings,
+    of the standard deviation of their per-training k-fold R^2; TRAINING_NOISE_R2 when none is."""
+    sds = []
+    for r in recs:
+        per = [r.training_part(t).get("values", {}).get("kfold_r2") for t in range(r.n_trainings)]
+        if r.n_trainings > 1 and all(isinstance(x, (int, float)) for x in per):
+            sds.append(float(np.std(per, ddof=1)))
+    return 2.0 * float(np.median(sds)) if sds else TRAINING_NOISE_R2
+
+
+def private_text(st: Mapping[str, Any]) -> str:
+    """'0.120 against public 0.912 (-0.792: does not hold on the private training)' / '0.88 against public 0.90'."""
+    d = f"{st['difference']:+.3f}"
+    flag = f": does not hold on the private training, more than the training noise {st['noise']:.3f} below" \
+        if st["flagged"] else ""
+    return (f"{number(st['private'], digits=DIGITS)} against public {number(st['public'], digits=DIGITS)} "
+            f"({d}{flag})")
 
 
 def paired_difference(zoo: str, a: Record, b: Record) -> tuple[float, float, float] | None:
@@ -150,8 +203,13 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
         lines.append(f"not ranked: {why}")
     else:
         tie = " (tied)" if mine.data.get("rank_tied") is True else ""
-        lines.append(f"rank {rank_text(mine.rank)}{tie} of {measures} measures, group {rank_text(mine.rank_group)} "
-                     f"(k-fold R\u00b2 {_iv(rec.score('kfold_r2'), *rec.interval('kfold_r2'))})")
+        group = "no group (provisional)" if mine.rank_group is None else f"group {rank_text(mine.rank_group)}"
+        lines.append(f"rank {rank_text(mine.rank)}{tie} of {measures} measures, {group} "
+                     f"(k-fold R\u00b2 {_iv(rec.score('kfold_r2'), *rec.interval('kfold_r2'))}{trainings_text(rec)})")
+    late = next((str(n) for n in rec.notes if str(n).startswith("provisional:")), None)
+    if rec.provisional:
+        lines.append(late or f"provisional: scored on {rec.n_trainings} training(s) of {rec.zoo_name}, fewer than the "
+                     "official records")
     recipe = next((r for r in zoo if r.baseline and r.name == RECIPE and r.ok), None)
     if recipe is None:
         lines.append(f"no {RECIPE} record on {rec.zoo_name} to compare with: `genbench leaderboard baselines --zoo "
@@ -167,7 +225,32 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
             lines.append(f"{word} the recipe: {RECIPE} {r}, difference {_iv(*d)}")
     lines.append(_adds(rec, to="the recipe"))
     lines.append(direction_text(rec))
+    st = private_standing(rec, training_noise(zoo))
+    if st is not None:
+        lines.append(f"private training ({st['zoo']}): k-fold R\u00b2 {private_text(st)}")
     return lines
+
+
+# How far below its public k-fold R^2 an entry's private one may fall before it is flagged "does not hold on the
+# private training", when no measured training noise is passed in.
+TRAINING_NOISE_R2 = 0.1
+
+
+def private_standing(record: Mapping[str, Any], noise: float = TRAINING_NOISE_R2) -> dict[str, Any] | None:
+    """A record's public and private k-fold R^2, their difference (private - public) and `flagged`: the private one
+    lies more than `noise` (the training noise of the k-fold R^2) below the public one, so the entry does not hold on
+    the private training. None when the record has no private score."""
+    private = private_score(record)
+    public = Record.of(record).score("kfold_r2")
+    if private is None or public is None:
+        return None
+    return {"zoo": str(private_block(record).get("zoo")), "public": public, "private": private,  # type: ignore[union-attr]
+            "difference": private - public, "flagged": public - private > noise, "noise": noise}
+
+
+def trainings_text(rec: Record) -> str:
+    """'; mean over 3 trainings' for an entry scored on several trainings of its grid, else ''."""
+    return f"; mean over {rec.n_trainings} trainings" if rec.n_trainings > 1 else ""
 
 
 def direction_text(rec: Record) -> str:

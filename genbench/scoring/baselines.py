@@ -73,12 +73,14 @@ def measure_design(values: pd.DataFrame, names: list[str]) -> np.ndarray:
 
 def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: list[str] | None = None,
                     target: str = "gap", k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED,
-                    n_boot: int = N_BOOT, only: tuple[str, ...] = BASELINE_NAMES) -> tuple[Scores, list[str]]:
+                    n_boot: int = N_BOOT, only: tuple[str, ...] = BASELINE_NAMES,
+                    resample_table: str | None = None) -> tuple[Scores, list[str]]:
     """Score the baseline rows on a zoo (`values`: the built-in scalar measures, for baseline.all_measures, with
-    `measures` naming its columns); returns their scores and notes on the baselines that could not be made."""
+    `measures` naming its columns); returns their scores and notes on the baselines that could not be made.
+    `resample_table`: whose resamples (scores.score's)."""
     table = sorted_values(zoo.table[["model_id"]], zoo)
     ids = table["model_id"].tolist()
-    weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=ids)
+    weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=ids, table_sha256=resample_table)
     items: dict[str, MeasureScores] = {}
     notes: list[str] = []
     recipes: dict = {}
@@ -88,7 +90,8 @@ def score_baselines(zoo: Zoo, values: pd.DataFrame | None = None, *, measures: l
         kind = "scalar" if estimator is None else "baseline"
         items[name] = score_columns(name, x, table, zoo, weights, kind=kind, transform="select",
                                     higher_means=higher_means, target=target, estimator=estimator, k=k,
-                                    repeats=repeats, seed=seed, recipe=recipe, recipes=recipes)
+                                    repeats=repeats, seed=seed, recipe=recipe, recipes=recipes,
+                                    resample_table=resample_table)
         items[name].kind = "baseline"
         if estimator is not None:
             items[name].transform = None  # the pipeline scales its own inputs: no phi

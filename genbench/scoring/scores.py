@@ -252,6 +252,13 @@ def _add_delta(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.ndarr
     plus = cross_validate(RecipePlus(features.shape[1], phi), with_recipe(features, x), y, k=k, repeats=repeats)
     s.values["delta_r2"] = plus.kfold_r2 - alone.kfold_r2
     s.samples["delta_r2"] = pooled_scores(y, plus.heldout, weights)[0] - alone_draws
+    if "kfold_r2" in s.samples:  # the ranking score against the recipe's own: does the measure beat it?
+        d = s.samples["kfold_r2"] - alone_draws
+        iv = percentile_interval(d)
+        point = s.values["kfold_r2"] - alone.kfold_r2
+        if iv is not None and iv[0] - 1e-12 <= point <= iv[1] + 1e-12:
+            s.vs_recipe = [float(point), *iv]
+        s.samples["vs_recipe"] = d
 
 
 def _refuse(s: MeasureScores, keys: tuple[str, ...], reason: str) -> None:
@@ -317,15 +324,17 @@ def _keep_honest(s: MeasureScores) -> None:
 
 def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: str = "declared", *,
           measures: list[str] | None = None, k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED,
-          n_boot: int = N_BOOT, allow_partial: bool = False, progress: Callable[[str], None] | None = None
-          ) -> Scores:
+          n_boot: int = N_BOOT, allow_partial: bool = False, progress: Callable[[str], None] | None = None,
+          resample_table: str | None = None) -> Scores:
     """Score every measure of a value table (from `gb.evaluate`) against the zoo's `target`.
 
     transform "declared" uses each measure's own phi (its `register_measure(transform=...)`); "log", "linear" or
     "select" force one. Every measure is judged on the same bootstrap resamples of the zoo's models (a function
     of the zoo's table hash and `seed`), so entries can be compared pairwise. A partial zoo (not every model of
     its recipe built or downloaded) is refused unless `allow_partial`. Measures are scored side by side;
-    `progress(name)` is called as each one is done, in the table's order."""
+    `progress(name)` is called as each one is done, in the table's order. `resample_table`: the table hash whose
+    resamples are drawn (a training of a grid is scored on training 0's, so that its trainings pair model for
+    model); default the zoo's own."""
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
     if transform not in ("declared", *TRANSFORMS):
@@ -335,7 +344,7 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     info = values.attrs.get("measures", {})
     values = sorted_values(values, zoo)
     names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
-    weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"])
+    weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"], table_sha256=resample_table)
     recipes: dict[tuple[str, ...], Recipe | str] = {}
     jobs = {}
     for name in names:
@@ -346,7 +355,7 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
         x, meta, phi = jobs[name]
         return score_columns(name, x, values, zoo, weights, kind=meta["kind"], transform=phi,
                              higher_means=meta.get("higher_means"), target=target, k=k, repeats=repeats, seed=seed,
-                             recipes=recipes)
+                             recipes=recipes, resample_table=resample_table)
 
     items = {}
     with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=_workers(len(names))) as pool:
@@ -378,11 +387,13 @@ def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:
     return values
 
 
-def zoo_resamples(zoo: Zoo, *, seed: int, n_boot: int, ids: Any = None) -> np.ndarray:
+def zoo_resamples(zoo: Zoo, *, seed: int, n_boot: int, ids: Any = None, table_sha256: str | None = None
+                  ) -> np.ndarray:
     """The zoo's paired resample matrix [n_boot, N] over all its N models in model-id order, or its columns for
-    the models `ids` (a value table without some models is judged on the same resamples of the rest)."""
+    the models `ids` (a value table without some models is judged on the same resamples of the rest); drawn from
+    `table_sha256` when given (training 0's, for a training of a grid), else the zoo's own table hash."""
     everyone = sorted(zoo.table["model_id"].astype(str))
-    w = resample_weights(len(everyone), table_sha256=zoo.table_sha256, seed=seed, n_boot=n_boot)
+    w = resample_weights(len(everyone), table_sha256=table_sha256 or zoo.table_sha256, seed=seed, n_boot=n_boot)
     if ids is None:
         return w
     where = {m: i for i, m in enumerate(everyone)}
@@ -400,7 +411,8 @@ def unconverged_count(zoo: Zoo, ids: list[str]) -> int | None:
 def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weights: np.ndarray, *, kind: str,
                   transform: str, higher_means: str | None, target: str, estimator: Any = None,
                   k: int = K_FOLDS, repeats: int = REPEATS, seed: int = SEED, recipe: str | bool = True,
-                  recipes: dict[tuple[str, ...], Recipe | str] | None = None) -> MeasureScores:
+                  recipes: dict[tuple[str, ...], Recipe | str] | None = None,
+                  resample_table: str | None = None) -> MeasureScores:
     """Score one measure's columns x [n, p] (rows in the order of `values`): models without a finite value are
     dropped, the resamples restricted to the rest; the record keeps the held-out predictions of every model. An
     `estimator` (a baseline's pipeline) takes every row as it is, missing values included. `recipe` False (or the
@@ -426,7 +438,7 @@ def score_columns(name: str, x: np.ndarray, values: pd.DataFrame, zoo: Zoo, weig
         full[:, ok] = s.heldout
         s.heldout = full
     s.kfold = {"k": k, "repeats": repeats, "seeds": list(range(repeats))}
-    s.bootstrap = {"seed": seed, "n_boot": len(weights), "table_sha256": zoo.table_sha256}
+    s.bootstrap = {"seed": seed, "n_boot": len(weights), "table_sha256": resample_table or zoo.table_sha256}
     return s
 
 

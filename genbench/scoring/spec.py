@@ -106,6 +106,7 @@ class MeasureScores:
     psi_axes: dict[str, float] = field(default_factory=dict)
     cmi_sign: float = float("nan")
     direction: dict[str, Any] = field(default_factory=dict)   # a scalar's claim checked: slope and tau signs, against
+    vs_recipe: list[float] = field(default_factory=list)  # k-fold R^2 minus the recipe's (same folds): point, 95% iv
     notes: list[str] = field(default_factory=list)
     predictions: pd.Series | None = None   # held-out predictions of shuffle 0 (not stored in the scores block)
     heldout: Any = None                    # [R, n] held-out predictions of every shuffle (stored with the values)

@@ -17,6 +17,7 @@ from ..errors import GenbenchError
 from ..fileio import write_text_atomic
 from ..version import __version__
 from .card import dataset_card
+from .private import refuse_private
 from .storage import DATASET, MANIFEST, TABLE, Zoo, load_zoo
 
 SCHEME = "hf://"
@@ -162,6 +163,7 @@ def table_tag(table_sha256: str) -> str:
 
 def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
     """Create the dataset repo (if needed) and upload exactly `files` of `folder` in one go."""
+    refuse_private(folder)  # a private training is never published (issue 43)
     api = api if api is not None else hub_api()
     size = sum((folder / f).stat().st_size for f in files)
     large = (len(files) > LARGE_UPLOAD_FILES or size > LARGE_UPLOAD_BYTES) and hasattr(api, "upload_large_folder")
@@ -207,6 +209,7 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
     if str(zoo).startswith(SCHEME):
         raise GenbenchError(f"{zoo} is already on the Hub; push a local zoo folder (or a locally built zoo's name)")
     z = load_zoo(zoo)
+    refuse_private(z.root, z.manifest)  # before its card is written
     repo_id = parse_repo(repo)
     problems = z.verify()
     if problems:

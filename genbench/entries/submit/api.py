@@ -22,6 +22,7 @@ from ...measures import Measure, list_measures
 from ...zoo.roles import resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
 from ..run import failure_record, run_entry
+from ..trainings import default_trainings
 from .guard import memory_note
 from .executor import SandboxExecutor, standin_measure
 from .job import JobFolder
@@ -44,8 +45,10 @@ def submit_command(sub: Submission, zoo: str, *, partial: bool = False) -> str:
 
 
 def _default_timeout(zoos: list[Zoo], audit: Zoo | None, budget_s: float | None) -> float:
-    """A generous overall limit: start-up, then every model's budget twice over (checks and audit included)."""
-    n = sum(len(z) for z in zoos) + CHECK_MODELS + 1 + (2 * len(audit) if audit is not None else 0)
+    """A generous overall limit: start-up, then every model's budget twice over (every training it is scored on,
+    checks and audit included)."""
+    n = sum(len(z) * default_trainings(z) for z in zoos) + CHECK_MODELS + 1 + (2 * len(audit) if audit is not None
+                                                                                else 0)
     return STARTUP_S + 2.0 * (budget_s if budget_s is not None else BUDGET_S) * n
 
 

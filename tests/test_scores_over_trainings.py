@@ -1,0 +1,189 @@
+"""Scores over trainings (issue 39 item 3): an entry scored on every training of its grid holds each training's
+scores, their mean with a two-stage interval that includes the training noise, and verdicts settled when every
+training agrees. The interval and the leaderboard's paired draws are checked against a brute-force loop over
+draws built on scikit-learn's weighted R^2."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import r2_score
+
+import genbench as gb
+from genbench.defaults import OFFICIAL_ZOOS, TRAININGS
+from genbench.entries.run import run_baselines, run_entry
+from genbench.entries.trainings import provisional_note, training_zoos
+from genbench.errors import GenbenchError
+from genbench.leaderboard.standings import paired_draws, rank_records
+from genbench.leaderboard.verdict import entry_verdict, zoo_verdict
+from genbench.record import Record
+from genbench.scoring.resample import percentile_interval, resample_weights
+from genbench.scoring.trainings import combine_draws, combine_scores, training_picks, verdict
+
+N_BOOT = 200
+MEASURE = "norm.fro_prod"
+
+
+def test_combined_draws_are_the_mean_over_the_picked_trainings_of_each_draw():
+    rng = np.random.default_rng(1)
+    draws = rng.normal(size=(3, 50))
+    picks = training_picks(3, 50, table_sha256="abc", seed=0)
+    brute = np.array([np.mean([draws[picks[b, k], b] for k in range(3)]) for b in range(50)])
+    assert np.allclose(combine_draws(draws, picks), brute)
+    stacked = np.stack([draws, 2 * draws])  # several entries at once: [E, T, B]
+    assert np.allclose(combine_draws(stacked, picks), np.stack([brute, 2 * brute]))
+    assert (training_picks(3, 50, table_sha256="abc", seed=0) == picks).all()  # paired: the same picks every time
+    assert not (training_picks(3, 50, table_sha256="abd", seed=0) == picks).all()
+
+
+def test_a_mean_outside_its_interval_is_refused_and_a_missing_training_score_too():
+    picks = training_picks(2, 100, table_sha256="x", seed=0)
+    draws = np.stack([np.linspace(0, 1, 100), np.linspace(0, 1, 100)])
+    mean, iv, why = combine_scores([0.5, 0.5], draws, picks)
+    assert why is None and iv[0] <= mean <= iv[1]
+    assert combine_scores([5.0, 5.0], draws, picks)[2].startswith("the mean 5 over the trainings lies outside")
+    assert combine_scores([0.5, float("nan")], draws, picks)[2] == "not every training has this score"
+
+
+@pytest.mark.parametrize("held, expected", [
+    ([True, True, True], {"holds": True, "trainings": [3, 3], "settled": True}),
+    ([False, False, False], {"holds": False, "trainings": [0, 3], "settled": True}),
+    ([True, True, False], {"holds": True, "trainings": [2, 3], "settled": False}),
+    ([True, False, False], {"holds": False, "trainings": [1, 3], "settled": False}),
+    ([True], {"holds": True, "trainings": [1, 1], "settled": False}),  # one training settles nothing
+    ([True, None], None),
+])
+def test_a_verdict_is_settled_when_two_or_more_trainings_agree(held, expected):
+    assert verdict(held) == expected
+
+
+@pytest.fixture(scope="module")
+def trained(home, digits_zoo):
+    """digits-mlp and its trainings 1 and 2, with one measure and the baselines scored on all three."""
+    for k in (1, 2):
+        gb.build_zoo("digits-mlp", training=k, progress=False)
+    zoos = training_zoos(digits_zoo, 3)
+    rec = Record(run_entry(MEASURE, digits_zoo, audit_zoo=None, n_boot=N_BOOT, trainings=3))
+    alone = [Record(run_entry(MEASURE, z, audit_zoo=None, n_boot=N_BOOT, trainings=1)) for z in zoos]
+    base = [Record(r) for r in run_baselines(digits_zoo, only=("baseline.hparams",), n_boot=N_BOOT, trainings=3)]
+    return zoos, rec, alone, base[0]
+
+
+def _brute_draws(zoos, rec: Record, n_boot: int) -> np.ndarray:
+    """The two-stage draws by hand: per draw, the models resampled by training 0's multiplicities, the trainings
+    picked, and scikit-learn's weighted R^2 of each picked training's held-out predictions, averaged."""
+    w = resample_weights(len(rec.model_ids), table_sha256=zoos[0].table_sha256, seed=0, n_boot=n_boot)
+    picks = training_picks(len(zoos), n_boot, table_sha256=zoos[0].table_sha256, seed=0)
+    parts = []
+    for t in range(len(zoos)):
+        y = np.array(rec.values["gap"] if t == 0 else rec.training_part(t)["gap"], float)
+        h = np.array(rec.heldout if t == 0 else rec.training_part(t)["heldout"], float)
+        parts.append((y, h))
+    out = np.empty(n_boot)
+    for b in range(n_boot):
+        scores = []
+        for t in picks[b]:
+            y, h = parts[t]
+            scores.append(np.mean([r2_score(y, row, sample_weight=w[b]) for row in h]))
+        out[b] = np.mean(scores)
+    return out
+
+
+def test_the_record_holds_each_training_their_mean_and_the_brute_force_interval(trained):
+    zoos, rec, alone, _ = trained
+    assert rec.n_trainings == 3 and rec.training_names == [z.name for z in zoos]
+    per = [rec.training_part(t)["values"]["kfold_r2"] for t in range(3)]
+    # each training's point score is the one it gets scored alone (the k-fold fit does not depend on resamples)
+    assert per == pytest.approx([a.scores["values"]["kfold_r2"] for a in alone], rel=1e-12)
+    assert rec.score("kfold_r2") == pytest.approx(np.mean(per), rel=1e-12)
+    brute = _brute_draws(zoos, rec, N_BOOT)
+    assert rec.interval("kfold_r2") == pytest.approx(percentile_interval(brute), rel=1e-9, abs=1e-12)
+    # the leaderboard recomputes the same draws from the record (paired groups, differences with the recipe)
+    lb = paired_draws([rec], {rec.name: np.array(rec.heldout, float)}, "kfold_r2")[0]
+    assert np.allclose(lb, brute, rtol=1e-9, atol=1e-12)
+    # the combined interval is wider than one training's when the trainings disagree: it holds their noise
+    assert rec.scores["bootstrap"]["table_sha256"] == zoos[0].table_sha256
+
+
+def test_the_verdicts_are_what_each_training_says(trained):
+    zoos, rec, _, _ = trained
+    parts = [rec.training_part(t) for t in range(3)]
+    adds = [p["intervals"].get("delta_r2", [0, 0])[0] > 0 for p in parts]
+    beats = [len(p["vs_recipe"]) == 3 and p["vs_recipe"][1] > 0 for p in parts]
+    against = [p["against"] is True for p in parts]
+    for key, held in (("adds_to_recipe", adds), ("beats_recipe", beats), ("against_claim", against)):
+        v = rec.verdicts[key]
+        assert v["trainings"] == [sum(held), 3] and v["settled"] == (sum(held) in (0, 3)), key
+        assert v["holds"] == (2 * sum(held) > 3), key
+
+
+def test_the_views_say_over_how_many_trainings_a_verdict_holds(trained):
+    zoos, rec, _, base = trained
+    ranked = rank_records([rec.data, base.data])
+    v = zoo_verdict(zoos[0].name, ranked)
+    text = v.sentence()
+    held, of = rec.verdicts["adds_to_recipe"]["trainings"]
+    assert f"on {held} of {of} trainings, {'settled' if held in (0, of) else 'unsettled'}" in text
+    lines = entry_verdict(rec, ranked)
+    assert "mean over 3 trainings" in lines[0]
+    assert v.difference is not None  # the recipe pairs with the entry over the three trainings
+
+
+def test_a_missing_training_is_refused_with_the_command_that_builds_it(digits_zoo):
+    with pytest.raises(GenbenchError, match=r"digits-mlp-t7.*genbench zoo build digits-mlp --training 7"):
+        training_zoos(digits_zoo, 8)
+
+
+def test_records_on_different_numbers_of_trainings_rank_without_pairing_the_provisional_one(trained):
+    zoos, rec, alone, base = trained
+    ranked = rank_records([rec.data, base.data, {**alone[0].data, "name": "one-training"}])
+    mine = {r.name: r for r in ranked}
+    assert mine[MEASURE].rank_group is not None and mine["one-training"].rank_group is None
+    assert mine["one-training"].rank is not None
+
+
+def test_an_official_entry_on_fewer_trainings_is_provisional_with_the_command_that_completes_it():
+    zoo = OFFICIAL_ZOOS[0]
+    note = provisional_note(zoo, 1, command=f"genbench leaderboard run X --zoo {zoo}")
+    assert note.startswith(f"provisional: scored on 1 of the {TRAININGS} trainings")
+    assert f"genbench zoo build {zoo} --training 1" in note and note.endswith(f"then again: genbench leaderboard run X --zoo {zoo}")
+    assert provisional_note(zoo, TRAININGS, command="x") is None and provisional_note("digits-mlp", 1, command="x") is None
+    assert Record({"zoo": {"name": zoo}, "status": "ok", "trainings": {}}).provisional
+    assert not Record({"zoo": {"name": zoo}, "status": "ok", "trainings": {"zoos": [{}] * TRAININGS}}).provisional
+    assert not Record({"zoo": {"name": zoo}, "status": "failed"}).provisional  # a failed record is not ranked at all
+
+
+def test_the_verdict_sets_the_private_score_beside_the_public_one_and_flags_a_drop_beyond_the_training_noise(trained):
+    from genbench.leaderboard.verdict import training_noise
+    zoos, rec, _, base = trained
+    per = [rec.training_part(t)["values"]["kfold_r2"] for t in range(3)]
+    assert training_noise([rec, base]) == pytest.approx(2 * np.median(
+        [np.std(per, ddof=1), np.std([base.training_part(t)["values"]["kfold_r2"] for t in range(3)], ddof=1)]))
+    public = rec.score("kfold_r2")
+    block = {"zoo": "digits-mlp-private", "commitment": "0" * 64, "status": "ok", "n": 24, "date": "",
+             "scores": {"values": {"kfold_r2": public - 0.5}, "intervals": {}, "refused": {}}}
+    low = Record({**rec.data, "private": block})
+    text = zoo_verdict(zoos[0].name, rank_records([low.data, base.data])).sentence()
+    assert f"on the private training: {MEASURE} " in text and "does not hold on the private training" in text
+    near = Record({**rec.data, "private": {**block, "scores": {"values": {"kfold_r2": public}}}})
+    text = zoo_verdict(zoos[0].name, rank_records([near.data, base.data])).sentence()
+    assert "on the private training" in text and "does not hold" not in text
+    lines = entry_verdict(low, rank_records([low.data, base.data]))
+    assert lines[-1].startswith("private training (digits-mlp-private): k-fold R\u00b2 ")
+
+
+def test_rescoring_a_record_over_trainings_remakes_each_training_and_their_combination(trained, tmp_path):
+    from genbench.entries.rescore import rescore_baselines, rescore_record
+    zoos, rec, _, base = trained
+    again = rescore_record(rec.data, zoos[0])
+    assert again["scores"]["verdicts"] == rec.verdicts
+    for t in range(3):
+        assert again["trainings"]["zoos"][t]["values"] == pytest.approx(rec.training_part(t)["values"], rel=1e-9)
+    ivs = rec.trainings["combined"]["intervals"]
+    assert {k: tuple(v) for k, v in again["trainings"]["combined"]["intervals"].items()} == {
+        k: pytest.approx(tuple(v), rel=1e-9) for k, v in ivs.items()}
+    b = rescore_baselines(zoos[0], {base.name: base.data}, tmp_path)[0]
+    assert b["trainings"]["combined"]["values"] == pytest.approx(base.trainings["combined"]["values"], rel=1e-9)
+    planted = {**rec.data, "trainings": {**rec.trainings, "zoos": [rec.training_part(0),
+                                                                  {**rec.training_part(1), "table_sha256": "0" * 64}]}}
+    with pytest.raises(GenbenchError, match="is not the training the record was scored on"):
+        rescore_record(planted, zoos[0])
