@@ -596,6 +596,14 @@ class Record(Mapping[str, Any]):
         return finite(self.data.get("rank_group"))
 
     @property
+    def group_trainings(self) -> list[int] | None:
+        """Once ranked over trainings: [on how many trainings its rank group is the same as over all of them, of
+        how many]; None otherwise."""
+        g = self.data.get("group_trainings")
+        return [int(g[0]), int(g[1])] if isinstance(g, list) and len(g) == 2 and all(
+            isinstance(x, int) for x in g) else None
+
+    @property
     def aliases(self) -> list[str]:
         """Entries equivalent to this one on its zoo (the same held-out predictions and scores), shown as this one."""
         return [str(a) for a in self.data.get("aliases") or []]

@@ -187,3 +187,52 @@ def test_rescoring_a_record_over_trainings_remakes_each_training_and_their_combi
                                                                   {**rec.training_part(1), "table_sha256": "0" * 64}]}}
     with pytest.raises(GenbenchError, match="is not the training the record was scored on"):
         rescore_record(planted, zoos[0])
+
+
+def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_ones_in_one_line(trained, tmp_path):
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    out = tmp_path / "results"
+    res = CliRunner().invoke(app, ["leaderboard", "run", MEASURE, "--zoo", "digits-mlp", "--trainings", "3",
+                                   "--audit-zoo", "", "--no-baselines", "--n-boot", str(N_BOOT), "--results",
+                                   str(out)])
+    assert res.exit_code == 0, res.output
+    rec = Record.read(out / "digits-mlp" / f"{MEASURE}.json")
+    assert rec.n_trainings == 3 and rec.provenance["command"].endswith("--trainings 3")
+    assert rec.score("kfold_r2") == pytest.approx(trained[1].score("kfold_r2"), rel=1e-12)
+    res = CliRunner().invoke(app, ["leaderboard", "run", MEASURE, "--zoo", "digits-mlp", "--trainings", "5",
+                                   "--audit-zoo", "", "--results", str(tmp_path / "none")])
+    assert isinstance(res.exception, GenbenchError)  # main() prints it as one line
+    assert "genbench zoo build digits-mlp --training 3" in str(res.exception)
+    assert not (tmp_path / "none").exists()  # refused before any record was made
+
+
+def test_beating_the_recipe_on_a_training_compares_with_baseline_hparams_on_that_training(trained):
+    zoos, rec, _, base = trained
+    for t in range(3):
+        point = rec.training_part(t)["vs_recipe"][0]
+        mine, recipe = rec.training_part(t)["values"]["kfold_r2"], base.training_part(t)["values"]["kfold_r2"]
+        assert point == pytest.approx(mine - recipe, rel=1e-9, abs=1e-12), t
+
+
+def test_the_paired_group_is_a_verdict_too_settled_when_each_training_groups_an_entry_the_same(trained):
+    from genbench.leaderboard.export import view_notes
+    from genbench.leaderboard.standings import _one_training_draws, _weights
+    from genbench.scoring.resample import paired_groups
+    zoos, rec, alone, base = trained
+    ranked = [r for r in rank_records([rec.data, base.data]) if r.rank_group is not None]
+    # brute force: each training's own records (scored alone, but on training 0's resamples) grouped by its draws
+    w = _weights(len(rec.model_ids), zoos[0].table_sha256, 0, N_BOOT)
+    expected = {r.name: 0 for r in ranked}
+    for t in range(3):
+        parts = [(np.array(r.values["gap"] if t == 0 else r.training_part(t)["gap"], float),
+                  np.array(r.heldout if t == 0 else r.training_part(t)["heldout"], float)) for r in ranked]
+        points = [r.training_part(t)["values"]["kfold_r2"] for r in ranked]
+        order = sorted(range(len(ranked)), key=lambda i: -points[i])
+        groups = paired_groups([points[i] for i in order], _one_training_draws(parts, w, "kfold_r2")[order])
+        for i, g in zip(order, groups):
+            expected[ranked[i].name] += g == ranked[i].rank_group
+    assert {r.name: r.group_trainings for r in ranked} == {n: [h, 3] for n, h in expected.items()}
+    lines = view_notes(ranked).zoo_lines(zoos[0].name)
+    assert any(line.startswith("rank groups over 3 trainings: ") for line in lines)

@@ -71,6 +71,7 @@ class ViewNotes:
     verdicts: dict[str, str] = field(default_factory=dict)  # per zoo: the sentence its table opens with
     against: bool = False  # whether an entry shown runs against its claim
     audited: bool = False  # whether an entry shown has a fragility verdict
+    groups: dict[str, str] = field(default_factory=dict)  # per zoo ranked over trainings: how settled its groups are
 
     def lines(self, *, data: bool = False) -> list[str]:
         """What the view says once: the group rule, what a baseline is (`data`: as csv and json mark it), what
@@ -81,7 +82,8 @@ class ViewNotes:
 
     def zoo_lines(self, zoo: str, *, shown: bool = True) -> list[str]:
         """One zoo's lines: its aliases, then its columns without a value (not shown by a table, empty in data)."""
-        return self.aliases.get(zoo, []) + hidden_lines(self.hidden.get(zoo, {}), shown=shown)
+        return self.aliases.get(zoo, []) + ([self.groups[zoo]] if zoo in self.groups else []) + \
+            hidden_lines(self.hidden.get(zoo, {}), shown=shown)
 
 
 def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterable[str] = SHOWN, *,
@@ -96,6 +98,13 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
         notes.hidden[zoo] = hidden
         notes.aliases[zoo] = [f"{entry_name(r)} also: {', '.join(alias_names(r, names))} (the same held-out "
                               "predictions and scores: shown once)" for r in recs if r.aliases]
+        over = [r.group_trainings for r in recs if r.group_trainings is not None]
+        if over:
+            same = sum(h == of for h, of in over)
+            levels = len({r.rank_group for r in recs if r.rank_group is not None})
+            notes.groups[zoo] = (f"rank groups over {over[0][1]} trainings: {levels} groups; {same} of {len(over)} "
+                                 "entries are in the same group on each training on its own (settled), the others' "
+                                 "group changes with the training (unsettled)")
     if any(r.rank is not None or r.rank_group is not None for r in ranked):
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)
@@ -122,7 +131,8 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
                "entry": entry_name(r),
                "submission": submission_folder(r), "baseline": r.baseline,
                "aliases": ", ".join(alias_names(r, names)), "kind": r.kind, "status": r.status, "local": r.local,
-               "trainings": r.n_trainings, "provisional": r.provisional}
+               "trainings": r.n_trainings, "provisional": r.provisional,
+               "group_settled": None if r.group_trainings is None else r.group_trainings[0] == r.group_trainings[1]}
         for k in keys:
             lo, hi = r.interval(k)
             row[k], row[k + "_lo"], row[k + "_hi"] = _nan(r.score(k)), _nan(lo), _nan(hi)

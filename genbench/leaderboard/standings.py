@@ -87,7 +87,9 @@ def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
                     key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
     full = max((r.n_trainings for r in scored), default=1)
     pairable = [r for r in scored if r.n_trainings == full]  # fewer trainings (provisional): ranked, no group
-    groups = iter(paired_rank_groups(zoo, pairable, heldout, sort) if sort in PAIRED else [None] * len(pairable))
+    combined = paired_rank_groups(zoo, pairable, heldout, sort) if sort in PAIRED else [None] * len(pairable)
+    per = training_groups(pairable, heldout, sort) if sort in PAIRED and full > 1 else {}
+    groups = iter(combined)
     groups = [next(groups) if r.n_trainings == full else None for r in scored]  # type: ignore[assignment]
     out, number, last = [], 0, None
     ties = tied(scored, sort)
@@ -96,6 +98,9 @@ def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
         if not r.baseline and (last is None or r.name not in ties or ties[r.name] != ties.get(last.name)):
             last, shared = r, number  # a tie shares the rank of its first member (=22), never an alphabetical one
         ranked = r.with_rank(None if r.baseline else shared, g, aliases.get(r.name, []))
+        if r.name in per and g is not None:  # the paired group as a verdict: is it the same on each training?
+            held = sum(x == g for x in per[r.name])
+            ranked = Record({**ranked.data, "group_trainings": [held, len(per[r.name])]})
         out.append(Record({**ranked.data, "rank_tied": True}) if r.name in ties and not r.baseline else ranked)
     placed = {r.name for r in scored} | {a for names in aliases.values() for a in names}
     rest = sorted((r for r in mine if not (r.ok and r.zoo_complete and r.name in placed)),
@@ -323,6 +328,37 @@ def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None
     if t_of == 1:
         return per[0]
     return combine_draws(np.stack(per, 1), training_picks(t_of, n_boot, table_sha256=table, seed=seed))
+
+
+def training_groups(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None], sort: str
+                    ) -> dict[str, list[int]]:
+    """Each entry's rank group on each training of the grid on its own: the entries (all on the same T trainings,
+    already checked pairable) ranked by that training's score and grouped on that training's draws (the same
+    resamples), by `group_rule`. {} when a training's score is missing for some entry."""
+    table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
+    w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
+    sign = 1.0 if score_spec(sort).lower_is_better else -1.0
+    out: dict[str, list[int]] = {r.name: [] for r in recs}
+    for t in range(recs[0].n_trainings):
+        points = [finite_or_none(r.training_part(t).get("values", {}).get(sort)) for r in recs]
+        if any(p is None for p in points):
+            return {}
+        parts = [(_gap(r), heldout[r.name]) if t == 0 else _training_arrays(r, t) for r in recs]
+        draws = _one_training_draws(parts, w, sort)  # type: ignore[arg-type]
+        order = sorted(range(len(recs)), key=lambda i: (sign * points[i], recs[i].name))  # type: ignore[operator]
+        groups = paired_groups([points[i] for i in order], draws[order])
+        for i, g in zip(order, groups):
+            out[recs[i].name].append(g)
+    return out
+
+
+def finite_or_none(x: Any) -> float | None:
+    """A finite float, else None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if np.isfinite(v) else None
 
 
 def paired_rank_groups(zoo: str, scored: Sequence[Record], heldout: Mapping[str, np.ndarray | None],

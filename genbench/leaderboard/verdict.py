@@ -204,6 +204,9 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
     else:
         tie = " (tied)" if mine.data.get("rank_tied") is True else ""
         group = "no group (provisional)" if mine.rank_group is None else f"group {rank_text(mine.rank_group)}"
+        if mine.group_trainings is not None and mine.rank_group is not None:
+            held, of = mine.group_trainings
+            group += f" (the same on {held} of {of} trainings, {'settled' if held == of else 'unsettled'})"
         lines.append(f"rank {rank_text(mine.rank)}{tie} of {measures} measures, {group} "
                      f"(k-fold R\u00b2 {_iv(rec.score('kfold_r2'), *rec.interval('kfold_r2'))}{trainings_text(rec)})")
     late = next((str(n) for n in rec.notes if str(n).startswith("provisional:")), None)
