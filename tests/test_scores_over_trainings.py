@@ -139,6 +139,16 @@ def test_records_on_different_numbers_of_trainings_rank_without_pairing_the_prov
     mine = {r.name: r for r in ranked}
     assert mine[MEASURE].rank_group is not None and mine["one-training"].rank_group is None
     assert mine["one-training"].rank is not None
+    # the entries grouped are those scored on what most entries are: a lone entry on three trainings among entries
+    # on one (the shipped records before they are regenerated) is ranked without a group, and says why
+    one = alone[0].data
+    shifted = {**one["values"], "heldout": [[None if v is None else v + 1e-3 for v in row]
+                                            for row in one["values"]["heldout"]]}
+    ones = [{**one, "name": "one-0"}, {**one, "name": "one-1", "values": shifted}]  # two entries, not one shown twice
+    ranked = rank_records([rec.data, *ones])
+    mine = {r.name: r for r in ranked}
+    assert mine[MEASURE].rank_group is None and all(mine[f"one-{i}"].rank_group is not None for i in range(2))
+    assert "no group (scored on 3 training(s), the grouped entries on 1)" in entry_verdict(rec, ranked)[0]
 
 
 def test_an_official_entry_on_fewer_trainings_is_provisional_with_the_command_that_completes_it():
@@ -236,3 +246,24 @@ def test_the_paired_group_is_a_verdict_too_settled_when_each_training_groups_an_
     assert {r.name: r.group_trainings for r in ranked} == {n: [h, 3] for n, h in expected.items()}
     lines = view_notes(ranked).zoo_lines(zoos[0].name)
     assert any(line.startswith("rank groups over 3 trainings: ") for line in lines)
+
+
+def test_a_submissions_later_trainings_are_said_as_scoring_and_the_audit_as_the_audit():
+    from types import SimpleNamespace
+
+    from genbench.entries.submit.executor import SandboxExecutor
+    ex = SandboxExecutor(worker=None, job=None, m=SimpleNamespace(name="x.m"), check_models=2)
+    said = []
+    ex.run = lambda zoo, mid, measures, **kw: said.append(ex._stage(zoo, kw.get("single", True))) or {}
+
+    class Z(list):
+        def __init__(self, name):
+            super().__init__(["a"])
+            self.name = name
+
+    ex.phase = "score"
+    for name in ("demogen-nin-mnist1d", "demogen-nin-mnist1d-t1", "demogen-nin-mnist1d-t2", "fragility-cnn-mnist1d"):
+        list(ex.evaluate(Z(name), ["a"], [], None, device="cpu", seed=0, budget_s=None))
+    assert said == ["evaluating x.m on 1 models on demogen-nin-mnist1d", "evaluating x.m on 1 models on "
+                    "demogen-nin-mnist1d-t1", "evaluating x.m on 1 models on demogen-nin-mnist1d-t2",
+                    "evaluating x.m for the fragility audit (1 models) on fragility-cnn-mnist1d"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,8 +86,9 @@ def _rank_zoo(zoo: str, mine: list[Record], sort: str) -> list[Record]:
     shown, aliases = merge_equivalent(comparable, heldout)
     scored = sorted((r for r in shown if r.score(sort) is not None),
                     key=lambda r: (sign * r.score(sort), r.name))  # type: ignore[operator]
-    full = max((r.n_trainings for r in scored), default=1)
-    pairable = [r for r in scored if r.n_trainings == full]  # fewer trainings (provisional): ranked, no group
+    counts = Counter(r.n_trainings for r in scored)
+    full = max(counts, key=lambda t: (counts[t], t)) if counts else 1  # what most entries are scored on
+    pairable = [r for r in scored if r.n_trainings == full]  # the others (e.g. provisional): ranked, no group
     combined = paired_rank_groups(zoo, pairable, heldout, sort) if sort in PAIRED else [None] * len(pairable)
     per = training_groups(pairable, heldout, sort) if sort in PAIRED and full > 1 else {}
     groups = iter(combined)

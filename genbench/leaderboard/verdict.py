@@ -203,7 +203,10 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
         lines.append(f"not ranked: {why}")
     else:
         tie = " (tied)" if mine.data.get("rank_tied") is True else ""
-        group = "no group (provisional)" if mine.rank_group is None else f"group {rank_text(mine.rank_group)}"
+        others = {r.n_trainings for r in zoo if r.rank_group is not None}
+        group = (f"group {rank_text(mine.rank_group)}" if mine.rank_group is not None else
+                 f"no group (scored on {rec.n_trainings} training(s), the grouped entries on "
+                 f"{', '.join(map(str, sorted(others))) or 'other numbers'})")
         if mine.group_trainings is not None and mine.rank_group is not None:
             held, of = mine.group_trainings
             group += f" (the same on {held} of {of} trainings, {'settled' if held == of else 'unsettled'})"
