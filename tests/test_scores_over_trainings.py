@@ -124,7 +124,8 @@ def test_the_views_say_over_how_many_trainings_a_verdict_holds(trained):
     held, of = rec.verdicts["adds_to_recipe"]["trainings"]
     assert f"on {held} of {of} trainings, {'settled' if held in (0, of) else 'unsettled'}" in text
     lines = entry_verdict(rec, ranked)
-    assert "mean over 3 trainings" in lines[0]
+    each = ", ".join(f"{rec.training_part(t)['values']['kfold_r2']:.3f}" for t in range(3))
+    assert f"mean over 3 trainings: {each}" in lines[0]
     assert v.difference is not None  # the recipe pairs with the entry over the three trainings
 
 

@@ -133,16 +133,24 @@ def private_line(path: Path, block: dict) -> str:
     """One line on a record's private score: beside its public one, and whether it is flagged."""
     from ..entries.private import private_standing
     from ..leaderboard.format import number
+    from ..leaderboard.verdict import training_noise
     from ..record import Record
 
     if block.get("status") != "ok":
         return f"private run on {block.get('zoo')} failed (no private score)"
-    standing = private_standing(Record.read(path))
+    beside = []  # the zoo's records beside it: their spread over the public trainings is the noise it is held to
+    for other in Path(path).parent.glob("*.json"):
+        try:
+            beside.append(Record.read(other))
+        except GenbenchError:
+            continue
+    standing = private_standing(Record.read(path), training_noise([r for r in beside if r.ok]))
     if standing is None:
         return f"private scores on {block.get('zoo')} written (no k-fold R2 to set beside the public one)"
     flag = "; FLAGGED: does not hold on the private training" if standing["flagged"] else ""
     return (f"private k-fold R2 {number(standing['private'])} on {standing['zoo']} (public "
-            f"{number(standing['public'])}, difference {number(standing['difference'])}){flag}")
+            f"{number(standing['public'])}, difference {number(standing['difference'])}; training noise "
+            f"{number(standing['noise'])}){flag}")
 
 
 def private_after_add(dest: str, *, submissions: Path | None, device: str | None, limits: object) -> None:
