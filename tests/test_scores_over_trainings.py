@@ -268,3 +268,12 @@ def test_a_submissions_later_trainings_are_said_as_scoring_and_the_audit_as_the_
     assert said == ["evaluating x.m on 1 models on demogen-nin-mnist1d", "evaluating x.m on 1 models on "
                     "demogen-nin-mnist1d-t1", "evaluating x.m on 1 models on demogen-nin-mnist1d-t2",
                     "evaluating x.m for the fragility audit (1 models) on fragility-cnn-mnist1d"]
+
+
+def test_a_copy_of_an_entry_is_told_it_is_shown_as_the_entrys_alias(trained):
+    zoos, rec, _, base = trained
+    copy = {**rec.data, "name": "copy", "builtin": False, "submission": {"folder": "copy"}}
+    ranked = rank_records([rec.data, copy, base.data])
+    assert [r.name for r in ranked if "copy" in r.aliases] == [MEASURE]
+    line = entry_verdict(Record(copy), ranked)[0]
+    assert line.startswith(f"the same entry as {MEASURE} (identical held-out predictions and scores)")

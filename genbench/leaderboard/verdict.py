@@ -200,7 +200,11 @@ def entry_verdict(rec: Record, ranked: Sequence[Record]) -> list[str]:
     zoo = [r for r in ranked if r.zoo_name == rec.zoo_name]
     measures = sum(r.rank is not None for r in zoo)
     lines = []
-    if mine is None or mine.rank is None:
+    twin = next((r for r in ranked if r.zoo_name == rec.zoo_name and rec.name in r.aliases), None)
+    if mine is None and twin is not None:
+        lines.append(f"the same entry as {twin.measure or twin.name} (identical held-out predictions and scores): "
+                     f"shown once, as its alias, at rank {rank_text(twin.rank)}")
+    elif mine is None or mine.rank is None:
         why = ("its zoo is partial" if not rec.zoo_complete else "it has no k-fold R\u00b2"
                if rec.score("kfold_r2") is None else "the records could not be ranked together")
         lines.append(f"not ranked: {why}")
