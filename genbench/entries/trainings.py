@@ -3,7 +3,6 @@ resamples, their combination (scoring/trainings.py) and the verdicts over traini
 block and `scores.verdicts` hold them."""
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +11,7 @@ import numpy as np
 
 from ..defaults import OFFICIAL_ZOOS, TRAININGS, training_name, training_of
 from ..errors import GenbenchError
+from ..record import finite, values_block
 from ..scoring.spec import MeasureScores
 from ..scoring.trainings import METHOD, combine_scores, training_picks, verdict
 from ..zoo.storage import Zoo, load_zoo
@@ -95,26 +95,21 @@ def _held(s: MeasureScores, key: str) -> bool | None:
     return s.direction.get("against") is True
 
 
-def _finite(v: Any) -> float | None:
-    return float(v) if v is not None and math.isfinite(float(v)) else None
-
-
 def _per_training(z: Zoo, s: MeasureScores, first: bool, value: Any = None) -> dict[str, Any]:
     """One training's part of the block: its zoo, scores and verdict inputs; for trainings after the first also the
     gaps and held-out predictions the leaderboard pairs entries with and the measure's values per model (what
     re-scoring starts from; the first's are in the record's values block)."""
     part: dict[str, Any] = {
         "name": z.name, "table_sha256": z.table_sha256,
-        "values": {k: _finite(v) for k, v in s.values.items()},
+        "values": {k: finite(v) for k, v in s.values.items()},
         "intervals": {k: [float(a), float(b)] for k, (a, b) in s.intervals.items()},
         "refused": dict(s.refused), "against": s.direction.get("against") if s.direction else None,
         "vs_recipe": list(s.vs_recipe)}
-    if not first and s.heldout is not None:
+    if not first and s.heldout is not None:  # in the values block's own form (record.values_block)
         ids = sorted(z.table["model_id"].astype(str))
-        part["gap"] = z.table.set_index("model_id").loc[ids, "gap"].to_numpy(float).tolist()
-        part["heldout"] = [[v if math.isfinite(v) else None for v in map(float, row)] for row in s.heldout]
-        if value is not None:
-            part["value"] = value
+        held = values_block(ids, z.table.set_index("model_id").loc[ids, "gap"].to_numpy(float).tolist(), value,
+                            None, s.heldout)
+        part.update(gap=held["gap"], heldout=held["heldout"], **({"value": value} if value is not None else {}))
     return part
 
 
@@ -133,14 +128,14 @@ def trainings_block(zoos: Sequence[Zoo], scores: Sequence[MeasureScores], *, see
             continue
         if not all(key in s.samples for s in scores):
             mean = float(np.mean([s.values[key] for s in scores]))  # a score without resamples: its mean alone
-            combined["values"][key] = _finite(mean)
+            combined["values"][key] = finite(mean)
             continue
         mean, iv, why = combine_scores([s.values[key] for s in scores],
                                        np.stack([np.asarray(s.samples[key], float) for s in scores]), picks)
         if why:
             combined["refused"][key] = why
             continue
-        combined["values"][key] = _finite(mean)
+        combined["values"][key] = finite(mean)
         if iv is not None:
             combined["intervals"][key] = [float(iv[0]), float(iv[1])]
     block = {"grid": zoos[0].name, "of": len(zoos), "method": METHOD, "combined": combined,

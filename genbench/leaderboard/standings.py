@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..defaults import CHECK_ZOO, EXTERNAL_PREFIX, OFFICIAL_ZOOS
 from ..errors import GenbenchError
-from ..record import Record
+from ..record import Record, finite
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT, score_label
 from ..scoring.trainings import combine_draws, training_picks
@@ -342,7 +342,7 @@ def training_groups(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | N
     sign = 1.0 if score_spec(sort).lower_is_better else -1.0
     out: dict[str, list[int]] = {r.name: [] for r in recs}
     for t in range(recs[0].n_trainings):
-        points = [finite_or_none(r.training_part(t).get("values", {}).get(sort)) for r in recs]
+        points = [finite(r.training_part(t).get("values", {}).get(sort)) for r in recs]
         if any(p is None for p in points):
             return {}
         parts = [(_gap(r), heldout[r.name]) if t == 0 else _training_arrays(r, t) for r in recs]
@@ -352,15 +352,6 @@ def training_groups(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | N
         for i, g in zip(order, groups):
             out[recs[i].name].append(g)
     return out
-
-
-def finite_or_none(x: Any) -> float | None:
-    """A finite float, else None."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None
 
 
 def paired_rank_groups(zoo: str, scored: Sequence[Record], heldout: Mapping[str, np.ndarray | None],
