@@ -277,3 +277,13 @@ def test_a_copy_of_an_entry_is_told_it_is_shown_as_the_entrys_alias(trained):
     assert [r.name for r in ranked if "copy" in r.aliases] == [MEASURE]
     line = entry_verdict(Record(copy), ranked)[0]
     assert line.startswith(f"the same entry as {MEASURE} (identical held-out predictions and scores)")
+
+
+def test_the_table_marks_against_its_claim_as_the_verdict_over_trainings_says(trained):
+    from genbench.leaderboard.export import AGAINST, claim_text
+    zoos, rec, _, _ = trained
+    parts = [{**rec.training_part(t), "against": t > 0} for t in range(3)]  # against on 2 of 3 trainings, not on 0
+    data = {**rec.data, "trainings": {**rec.trainings, "zoos": parts},
+            "scores": {**rec.scores, "direction": {**rec.direction, "against": False},
+                       "verdicts": {"against_claim": {"holds": True, "trainings": [2, 3], "settled": False}}}}
+    assert Record(data).against_claim and claim_text(Record(data)) == AGAINST

@@ -102,7 +102,8 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
         if over:
             same = sum(h == of for h, of in over)
             levels = len({r.rank_group for r in recs if r.rank_group is not None})
-            notes.groups[zoo] = (f"rank groups over {over[0][1]} trainings: {levels} groups; {same} of {len(over)} "
+            notes.groups[zoo] = (f"rank groups over {over[0][1]} trainings: {levels} group{'s' * (levels != 1)}; "
+                                 f"{same} of {len(over)} "
                                  "entries are in the same group on each training on its own (settled), the others' "
                                  "group changes with the training (unsettled)")
     if any(r.rank is not None or r.rank_group is not None for r in ranked):
@@ -167,7 +168,7 @@ def claim_text(r: Record) -> str:
         return ""
     if d.get("claim") is None:
         return "no claim"
-    return AGAINST if d.get("against") else "as claimed"
+    return AGAINST if r.against_claim else "as claimed"  # over trainings: on most of them (Record.against_claim)
 
 
 def rank_cell(row: Mapping[str, Any]) -> str:
