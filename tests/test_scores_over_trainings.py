@@ -246,7 +246,14 @@ def test_the_paired_group_is_a_verdict_too_settled_when_each_training_groups_an_
             expected[ranked[i].name] += g == ranked[i].rank_group
     assert {r.name: r.group_trainings for r in ranked} == {n: [h, 3] for n, h in expected.items()}
     lines = view_notes(ranked).zoo_lines(zoos[0].name)
-    assert any(line.startswith("rank groups over 3 trainings: ") for line in lines)
+    said = [line for line in lines if line.startswith("rank groups over 3 trainings: ")]
+    assert len(said) == 1
+    import html
+
+    from genbench.leaderboard.site import index_page
+    page = index_page({zoos[0].name: ranked}, {(zoos[0].name, i): f"e{i}.html" for i in range(len(ranked))}, None,
+                      "t")
+    assert html.escape(said[0]) in page  # the page says it as the terminal does
 
 
 def test_a_submissions_later_trainings_are_said_as_scoring_and_the_audit_as_the_audit():

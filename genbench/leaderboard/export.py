@@ -14,7 +14,7 @@ from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
 from .columns import BASELINE_NOTE, EXPORTED, FRAGILITY_LEGEND, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
 from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records, zoo_title
-from .verdict import zoo_verdicts
+from .verdict import groups_over_trainings, zoo_verdicts
 
 NAMING = ("entry: the registered measure (a submission's `entry`); submission: the submission's folder "
           "(submissions/NAME), empty for a built-in measure")  # how every view names an entry
@@ -98,14 +98,9 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
         notes.hidden[zoo] = hidden
         notes.aliases[zoo] = [f"{entry_name(r)} also: {', '.join(alias_names(r, names))} (the same held-out "
                               "predictions and scores: shown once)" for r in recs if r.aliases]
-        over = [r.group_trainings for r in recs if r.group_trainings is not None]
-        if over:
-            same = sum(h == of for h, of in over)
-            levels = len({r.rank_group for r in recs if r.rank_group is not None})
-            notes.groups[zoo] = (f"rank groups over {over[0][1]} trainings: {levels} group{'s' * (levels != 1)}; "
-                                 f"{same} of {len(over)} "
-                                 "entries are in the same group on each training on its own (settled), the others' "
-                                 "group changes with the training (unsettled)")
+        groups = groups_over_trainings(recs)
+        if groups:
+            notes.groups[zoo] = groups
     if any(r.rank is not None or r.rank_group is not None for r in ranked):
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)

@@ -30,7 +30,7 @@ from .export import (AGAINST_NOTE, alias_names, entry_name, entry_names, interva
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, page_score, rank_text
 from .standings import by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records, zoo_label
 from .svg import Scale, linear_ticks, nice_step, padded, tick_text
-from .verdict import entry_verdict, zoo_verdict
+from .verdict import entry_verdict, groups_over_trainings, zoo_verdict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -248,6 +248,7 @@ class ZooView:
     verdict: str = ""  # the sentence the zoo's section opens with
     label: str = ""    # "test zoo", "not an official zoo", or "" for an official one
     refusals: dict[str, list[str]] | None = None  # why a shown score is refused -> the cells ("entry: score")
+    groups: str = ""  # how the rank groups hold over the trainings ('' when not scored over trainings)
 
 
 def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str], tid: str,
@@ -264,7 +265,8 @@ def zoo_view(zoo: str, recs: list[Record], links: Mapping[tuple[str, int], str],
                    hidden={k: why for k, why in hidden.items() if why is not None}, caption=zoo_caption(recs, sort),
                    chart=overview_chart(zoo, [r for r, _ in rows], [href for _, href in rows], tid, sort),
                    verdict=zoo_verdict(zoo, recs).sentence() if rows else "", label=zoo_label(zoo),
-                   refusals=refusals([r for r, _ in rows], score_columns(sort, hidden)))
+                   refusals=refusals([r for r, _ in rows], score_columns(sort, hidden)),
+                   groups=groups_over_trainings(recs))
 
 
 def refusals(rows: Sequence[Record], keys: Sequence[str]) -> dict[str, list[str]]:

@@ -151,6 +151,19 @@ def zoo_verdict(zoo: str, recs: Sequence[Record]) -> Verdict:
     return v
 
 
+def groups_over_trainings(recs: Sequence[Record]) -> str:
+    """How many rank groups a zoo's entries form and how many keep their group on each training alone ('' when
+    the entries were not scored over trainings)."""
+    over = [r.group_trainings for r in recs if r.group_trainings is not None]
+    if not over:
+        return ""
+    same = sum(h == of for h, of in over)
+    levels = len({r.rank_group for r in recs if r.rank_group is not None})
+    return (f"rank groups over {over[0][1]} trainings: {levels} group{'s' * (levels != 1)}; {same} of {len(over)} "
+            "entries are in the same group on each training on its own (settled), the others' group changes with "
+            "the training (unsettled)")
+
+
 def training_noise(recs: Sequence[Record]) -> float:
     """The training noise of the k-fold R^2 on a zoo: twice the median, over its built-in entries and baselines
     scored on several trainings, of the standard deviation of their per-training k-fold R^2 (a submission's own
