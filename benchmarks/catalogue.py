@@ -7,8 +7,12 @@ charged to the first measure that asks for it. Prints seconds per family and in 
 projection to the whole zoo. Each measure with a batched implementation (the PAC-Bayes and sharpness searches,
 measures/batched.py) is run alone twice on the same models, one model at a time and stacked by shape, and gets a
 line `MEASURE: batched / per-model N.NNx, same values: True|False` (the speed-up of the batched path, measured in
-this run, and whether every model got the same value from both; the load average is printed with them).
-Usage: python benchmarks/catalogue.py [--zoo mnist1d-demogen] [--limit N] [--measures 'norm.*' ...]
+this run, and whether every model got the same value from both; the load average is printed with them). With
+--ceiling, each batched run is repeated with its compute kernels recorded (kernels.py) and the kernels are timed alone:
+`ceiling N.NNx` is per-model / kernels alone, the speed-up if everything but the stacked matrix products and
+convolutions were free (as train_anatomy.py measures it for a training step), and the batched ratio is said as a
+share of it.
+Usage: python benchmarks/catalogue.py [--zoo mnist1d-demogen] [--limit N] [--measures 'norm.*' ...] [--ceiling]
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ import genbench as gb
 from genbench.harness.executor import Executor
 from genbench.harness.malloc import keep_freed_memory
 from genbench.measures.registry import resolve_measures
+
+from kernels import Kernels, kernel_seconds
 
 
 def timed(measures: list[str], zoo: gb.Zoo, ids: list[str], batch: bool = True) -> tuple[pd.DataFrame, float]:
@@ -51,6 +57,7 @@ def main() -> None:
     ap.add_argument("--zoo", default="mnist1d-demogen")
     ap.add_argument("--limit", type=int, default=None, help="only the first N models")
     ap.add_argument("--measures", nargs="*", default=["*"])
+    ap.add_argument("--ceiling", action="store_true", help="also time each batched search's compute kernels alone")
     args = ap.parse_args()
     keep_freed_memory()  # as the `genbench` command does
     zoo = gb.load_zoo(args.zoo)
@@ -73,6 +80,16 @@ def main() -> None:
         same, why = same_values(per, bat, name)
         print(f"{name}: batched / per-model {t_per / t_bat:.2f}x, same values: {same}{why}   "
               f"({t_bat:.1f} s against {t_per:.1f} s; load average {os.getloadavg()[0]:.2f})", flush=True)
+        if args.ceiling:
+            with Kernels() as rec:
+                timed([name], zoo, ids)
+            if not rec.calls:
+                print(f"  {name}: no compute kernel recorded (the search ran in another thread): no ceiling")
+            else:
+                alone = kernel_seconds(rec.calls)
+                print(f"  {name}: ceiling {t_per / alone:.2f}x ({len(rec.calls)} kernels, alone {alone:.1f} s); "
+                      f"batched at {100 * alone / t_bat:.0f}% of it (load average {os.getloadavg()[0]:.2f})",
+                      flush=True)
         seconds[name] = bat.attrs["seconds"].get(name, 0.0)
         failures[name] = int(bat[f"{name}:error"].notna().sum())
         wall += t_bat

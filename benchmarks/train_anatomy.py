@@ -23,44 +23,12 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import genbench.zoo.train as T
 from genbench.harness.malloc import keep_freed_memory
 
+from kernels import Kernels, replayer
 from train_zoo import workload
-
-KERNELS = {torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.mm, torch.ops.aten.addmm,
-           torch.ops.aten.convolution, torch.ops.aten.convolution_backward}  # every overload (out= included)
-
-
-class _Record(TorchDispatchMode):
-    """Every compute kernel a step calls: the op, and its arguments with tensors as (shape, stride, dtype)."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in KERNELS:
-            meta = lambda a: ("T", a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a  # noqa: E731
-            self.calls.append((func, [meta(a) for a in args], {k: meta(v) for k, v in (kwargs or {}).items()}))
-        return func(*args, **(kwargs or {}))
-
-
-def _replayer(calls: list):
-    """A function that runs the recorded kernels again on fresh tensors of the same layout."""
-    def fresh(a):
-        if isinstance(a, tuple) and a and a[0] == "T":
-            _, shape, stride, dtype = a
-            return torch.empty_strided(shape, stride, dtype=dtype).normal_()
-        return a
-    ready = [(f, [fresh(a) for a in args], {k: fresh(v) for k, v in kw.items()}) for f, args, kw in calls]
-
-    def run():
-        for f, args, kw in ready:
-            f(*args, **kw)
-    return run
 
 
 def _stacked_step(specs, pool):
@@ -100,9 +68,9 @@ def main() -> None:
         opt.step()
 
     stacked()
-    with _Record() as rec:
+    with Kernels() as rec:
         stacked()
-    kernels = _replayer(rec.calls)
+    kernels = replayer(rec.calls)
     m = len(specs)
     sides = {"one": (one, 1, 4 * m), "stacked": (stacked, m, 4), "kernels": (kernels, m, 4)}
     ms: dict[str, list[float]] = {k: [] for k in sides}
