@@ -7,8 +7,10 @@ the records cite. Before: the reference path, scikit-learn's estimators cloned a
 (regression.BATCHED = False), the measures one after another, on one BLAS thread (--before-threads default: numpy's
 default threads, as the scorer shipped). After: the scorer as it ships (every fold of a size fitted at once,
 folds.py; the measures side by side, one BLAS thread each). The rank scores' exact integer pair counts are shared
-by both paths. `--records` also re-scores every shipped record whose zoo is built here with the table it cites
-(measures and baseline rows, as `genbench leaderboard rescore` does) and compares each with the record (rtol 1e-9).
+by both paths; the after run's seconds in each part of a measure's scores (rank scores, k-fold R^2, delta_r2),
+summed over the measures, are printed too. `--records` also re-scores every shipped record whose zoo is built
+here with the table it cites (measures and baseline rows, as `genbench leaderboard rescore` does) and compares
+each with the record (rtol 1e-9).
 Usage: python benchmarks/scoring.py [--zoo mnist1d-demogen] [--records] [--before-threads one|default]
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +103,31 @@ def differences(a: Any, b: Any, path: str = "") -> Iterator[tuple[str, Any, Any]
 
 
 WORST = {"abs": 0.0, "rel": 0.0}  # the largest deviation within the tolerance, printed
+PARTS = ("_add_rank", "_add_regression", "_add_delta")  # a measure's scores: rank scores, k-fold R^2, delta_r2
+
+
+@contextlib.contextmanager
+def timed_parts(spent: dict[str, float]) -> Iterator[None]:
+    """Seconds spent in each part of scoring a measure, summed over the measures (and the workers running them)."""
+    saved = {name: getattr(scores, name) for name in PARTS}
+    lock = threading.Lock()
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with lock:
+                    spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+        return run
+    for name, fn in saved.items():
+        setattr(scores, name, timed(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(scores, name, fn)
 
 
 def _number(x: Any) -> bool:
@@ -171,9 +199,11 @@ def main() -> None:
         start = time.perf_counter()
         before = scores.score(values, zoo, measures=names)
         t_before = time.perf_counter() - start
-    start = time.perf_counter()
-    after = scores.score(values, zoo, measures=names)
-    t_after = time.perf_counter() - start
+    spent: dict[str, float] = {}
+    with timed_parts(spent):
+        start = time.perf_counter()
+        after = scores.score(values, zoo, measures=names)
+        t_after = time.perf_counter() - start
     print(f"load {os.getloadavg()[0]:.1f} after both runs", flush=True)
     bad, compared = [], 0
     for name in names:
@@ -186,6 +216,9 @@ def main() -> None:
           f"deviation {WORST['abs']:.1e} absolute, {WORST['rel']:.1e} relative (tolerance rtol {RTOL}, atol {ATOL})")
     print(f"scoring: before {t_before:.1f} s, after {t_after:.1f} s, same numbers: {not bad} "
           f"(x{t_before / t_after:.1f})")
+    print(f"after, per part (seconds summed over the measures, {scores._workers(len(names))} side by side): rank "
+          f"scores {spent.get('_add_rank', 0):.1f}, k-fold R^2 {spent.get('_add_regression', 0):.1f}, delta_r2 "
+          f"{spent.get('_add_delta', 0):.1f}")
     if args.records:
         total, wrong = 0, []
         for folder in sorted(p for p in RESULTS.iterdir() if p.is_dir()):

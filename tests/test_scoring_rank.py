@@ -388,6 +388,20 @@ def test_scores_match_loop_references_on_a_messy_grid(seed):
     assert r["p90"] == pytest.approx(np.percentile(ref, 90))
 
 
+def test_cmi_with_sets_of_three_matches_loop_reference():
+    """max_set=3: the three-axis set is counted from the pairs, the two-axis sets are sums of its counts."""
+    hp, mu, g = messy_grid(4)
+    k, vals, _ = R.conditional_mi(mu, g, hp, max_set=3)
+    k_r, vals_r = cmi_ref(mu, g, hp, max_set=3)
+    assert len(vals) == len(vals_r) == 8 and k == pytest.approx(k_r, abs=1e-12)
+    assert np.allclose([vals[s] for s in vals_r], list(vals_r.values()), atol=1e-12, equal_nan=True)
+    c = np.random.default_rng(9).integers(0, 3, size=len(g))
+    o = np.repeat(np.arange(len(g)), c)
+    _, vals_w, _ = R.conditional_mi(mu, g, hp, max_set=3, weights=c)
+    _, vals_d = cmi_ref(mu[o], g[o], hp.iloc[o].reset_index(drop=True), max_set=3, origin=o)
+    assert np.allclose([vals_w[s] for s in vals_d], list(vals_d.values()), atol=1e-12, equal_nan=True)
+
+
 def test_pgdl_matches_loop_reference_on_a_complete_grid():
     hp, g = make_grid(noise=0.02)
     mu = np.round(g + np.random.default_rng(3).normal(0, 0.02, len(g)), 2)  # with ties

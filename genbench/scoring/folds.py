@@ -93,19 +93,17 @@ def ridge_gcv(x: np.ndarray, y: np.ndarray, alphas: np.ndarray) -> tuple[np.ndar
     else:
         lam, q = np.linalg.eigh(np.matmul(xc, xc.transpose(0, 2, 1)))
         xv, vty, vts = None, np.einsum("fmk,fm->fk", q, yc), q.sum(1)
+    d = 1.0 / (lam[:, :, None] + alphas)                       # [F, k, A]: every penalty at once
+    if xv is not None:  # alpha c = y - X H^-1 X'y, alpha d = 1 - diag(X H^-1 X') - (intercept term)
+        c = yc[:, :, None] - np.matmul(xv, d * vty[:, :, None])
+        dd = 1.0 - np.matmul(xv ** 2, d) - (1.0 - np.matmul(xv, d * vts[:, :, None])) / m
+    else:  # c = G^-1 y, d = diag(G^-1) - (intercept term), with G = X X' + alpha
+        c = np.matmul(q, d * vty[:, :, None])
+        dd = np.matmul(q ** 2, d) - np.matmul(q, d * vts[:, :, None]) / m
+    scores = -np.mean((c / dd) ** 2, axis=1)                   # [F, A]
     best_score = np.full(len(x), -np.inf)
     best = np.zeros(len(x), int)
-    for a, alpha in enumerate(alphas):
-        d = 1.0 / (lam + alpha)                                  # [F, k]
-        if xv is not None:  # alpha c = y - X H^-1 X'y, alpha d = 1 - diag(X H^-1 X') - (intercept term)
-            hy = np.einsum("fmk,fk->fm", xv, d * vty)
-            hs = np.einsum("fmk,fk->fm", xv, d * vts)
-            c, dd = yc - hy, 1.0 - np.einsum("fmk,fk->fm", xv ** 2, d)
-            dd -= (1.0 - hs) / m
-        else:  # c = G^-1 y, d = diag(G^-1) - (intercept term), with G = X X' + alpha
-            c = np.einsum("fmk,fk->fm", q, d * vty)
-            dd = np.einsum("fmk,fk->fm", q ** 2, d) - np.einsum("fmk,fk->fm", q, d * vts) / m
-        score = -np.mean((c / dd) ** 2, axis=1)
+    for a, score in enumerate(scores.T):  # the first of equal scores, as RidgeCV
         better = score > best_score
         best_score, best = np.where(better, score, best_score), np.where(better, a, best)
     d = 1.0 / (lam + alphas[best][:, None])

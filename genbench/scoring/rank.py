@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from ..errors import GenbenchError
 
 Score = float | np.ndarray  # a float, or [B] for [B, n] weights
-MaskFn = Callable[[slice], list]  # rows -> pair masks [r, n] (bool, or None when all False)
 
-_BLOCK = 1 << 22  # most elements of an [rows, n] pair matrix built at once
+_BLOCK = 1 << 22  # most elements of an [rows, n] pair matrix built at once (twice that for [pairs, resamples])
 _PGDL_EPS = 1e-12  # PGDL's entropy() takes log2(p + 1e-12)
 
 
@@ -82,9 +83,9 @@ class _Grid:
 
 def _combo_ids(codes: list[np.ndarray], n: int) -> tuple[np.ndarray, int]:
     """Ids 0..K-1 of the distinct rows of the stacked integer codes, and K (1 for no codes)."""
-    if not codes:
-        return np.zeros(n, dtype=np.intp), 1
-    _, ids = np.unique(np.stack(codes, 1), axis=0, return_inverse=True)
+    ids = np.zeros(n, dtype=np.intp)
+    for c in codes:  # the rank of each prefix of the codes, lexicographic as np.unique of the rows, one axis at a time
+        _, ids = np.unique(ids * (int(c.max()) + 1) + c, return_inverse=True)
     ids = ids.reshape(-1)
     return ids, int(ids.max()) + 1
 
@@ -142,10 +143,12 @@ def _nanmin_rows(x: np.ndarray) -> np.ndarray:
     return np.where(ok.any(-1), m, np.nan)
 
 
-def _plogq(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """p * log(q) with 0 where p == 0 (q may then be 0 too)."""
-    pos = p > 0
-    return np.where(pos, p * np.log(np.where(pos, q, 1.0)), 0.0)
+@lru_cache(maxsize=256)
+def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.triu_indices(n, 1), kept (read-only): the same few group sizes recur for every measure and resample."""
+    a, b = np.triu_indices(n, 1)
+    a.flags.writeable = b.flags.writeable = False
+    return a, b
 
 
 def _pairs_within(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -156,7 +159,7 @@ def _pairs_within(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for members in np.split(order, cuts):
         if len(members) < 2:
             continue
-        a, b = np.triu_indices(len(members), 1)
+        a, b = _triu(len(members))
         I.append(members[a])
         J.append(members[b])
         starts.append(total)
@@ -167,136 +170,99 @@ def _pairs_within(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(I), np.concatenate(J), np.asarray(starts)
 
 
-def _tables_by_group(c: np.ndarray, masks_for_rows: MaskFn, n_masks: int,
-                     groupings: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
-    """counts[b, k, l, t] = sum over i in group k, j in group l of c_bi c_bj M_t[i, j], per grouping.
-
-    General path (any grid): one product per group l, so n^2 B work per grouping and mask.
-    `masks_for_rows(rows)` gives the pair masks M_t on those rows ([r, n] bool, None when empty).
-    """
-    B, n = c.shape
-    out = [np.zeros((B, K, K, n_masks)) for _, K in groupings]
-    members = [[np.flatnonzero(ids == l) for l in range(K)] for ids, K in groupings]
-    for rows in _row_blocks(n):
-        masks = masks_for_rows(rows)
-        cr = c[:, rows].T  # [r, B]
-        for (ids, K), mem, o in zip(groupings, members, out):
-            onehot = np.zeros((K, len(cr)))
-            onehot[ids[rows], np.arange(len(cr))] = 1.0
-            for t, m in enumerate(masks):
-                if m is None:
-                    continue
-                # y[i, b, l] = sum_{j in group l} M[i, j] c_bj, then sum_{i in group k} c_bi y[i, b, l]
-                y = np.stack([m[:, idx].astype(float) @ c[:, idx].T for idx in mem], axis=2)
-                o[..., t] += (onehot @ (cr[:, :, None] * y).reshape(len(cr), -1)).reshape(K, B, K) \
-                    .transpose(1, 0, 2)
-    return out
-
-
-def _group_sums(c: np.ndarray, ids: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per group k: s_k = sum c_i and q_k = sum c_i^2 over its models, each [B, K]."""
-    onehot = np.zeros((len(ids), K))
-    onehot[np.arange(len(ids)), ids] = 1.0
-    return c @ onehot, (c * c) @ onehot
-
-
-_Tables = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-
-
-def _set_tables(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid, sets: list[tuple],
-                mask_factory: Callable[[np.ndarray, np.ndarray], MaskFn], n_masks: int) -> _Tables:
-    """Per conditioning set S: pair counts [B, K, K, T] by (group of model 1, of model 2, mask t),
-    and per-group sums s = sum c, q = sum c^2 ([B, K]). Groups absent from the zoo may appear
-    with zero counts; they add nothing to any score."""
-    dims = [int(grid.codes[a].max()) + 1 for a in grid.axes]
-    V = math.prod(dims)
-    if V * V * n_masks <= 4 * _BLOCK and V <= 4 * len(mu):
-        cell = np.ravel_multi_index([grid.codes[a] for a in grid.axes], dims)
-        sizes = np.bincount(cell)
-        if (sizes > 0).sum() * sizes.max() <= 2 * len(mu):  # little padding needed
-            return _set_tables_dense(mu, g, c, grid, sets, mask_factory, n_masks, dims, cell)
-    groupings = [grid.group_ids(s) for s in sets]
-    counts = _tables_by_group(c, mask_factory(mu, g), n_masks, groupings)
-    return [(t, *_group_sums(c, ids, K)) for t, (ids, K) in zip(counts, groupings)]
-
-
 def _exact_dtype(c: np.ndarray) -> type:
     """float32 when integer counts keep every partial pair sum below 2^24 (exact), else float64."""
     return np.float32 if np.all(c == np.round(c)) and c.sum(1).max() ** 2 < 2 ** 24 else np.float64
 
 
-def _cell_slots(cell: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Lay the models out as P present cells x m slots: the cells, slot -> model (-1 if empty), m."""
-    present, point, count = np.unique(cell, return_inverse=True, return_counts=True)
-    m = int(count.max())
-    order = np.argsort(point, kind="stable")
-    slot = np.full((len(present), m), -1)
-    slot[point[order], np.arange(len(cell)) - np.r_[0, np.cumsum(count)][point[order]]] = order
-    return present, slot.ravel(), m
+def _pair_classes(mu: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each unordered pair of models (np.triu_indices order) as the ordered pair (a, b) with V_mu > 0, or V_mu = 0
+    and V_g > 0, and its class u: (V_mu, V_g) = (+,+), (+,-), (+,0), (0,+) as 0..3, -1 for (0, 0). The swapped
+    pair (b, a) has the opposite signs, so these four classes give all nine cells."""
+    I, J = _triu(len(mu))
+    dm, dg = np.sign(mu[I] - mu[J]), np.sign(g[I] - g[J])
+    flip = (dm < 0) | ((dm == 0) & (dg < 0))
+    dg = np.where(flip, -dg, dg)
+    u = np.where(dm != 0, np.where(dg > 0, 0, np.where(dg < 0, 1, 2)), np.where(dg != 0, 3, -1))
+    return np.where(flip, J, I), np.where(flip, I, J), u
 
 
-def _cell_pair_counts(cb: np.ndarray, masks_for: MaskFn, blocks: list[slice], cached: list | None,
-                      live: list[int], P: int, m: int) -> np.ndarray:
-    """cnt[p, q, u, b] = sum over slots i of cell p, j of cell q of c_ib c_jb M_live[u][i, j]."""
-    nb = cb.shape[1]
-    cnt = np.zeros((P, P, len(live), nb), cb.dtype)
-    for cells in blocks:
-        rows = slice(cells.start * m, cells.stop * m)
-        masks = cached if cached is not None else masks_for(rows)
-        for u, t in enumerate(live):
-            if masks[t] is not None:
-                # z[r, q] = sum over the slots j of cell q of M[r, j] c_j: one matrix product per cell (BLAS)
-                mq = masks[t].astype(cb.dtype, copy=False).reshape(-1, P, m).transpose(1, 0, 2)  # [P, r, m]
-                z = np.matmul(mq, cb.reshape(P, m, nb)).transpose(1, 0, 2)  # [r, P, nb]
-                cnt[cells, :, u] = (cb[rows, None] * z).reshape(-1, m, P, nb).sum(1)
-    return cnt
-
-
-def _set_tables_dense(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid, sets: list[tuple],
-                      mask_factory: Callable[[np.ndarray, np.ndarray], MaskFn], n_masks: int,
-                      dims: list[int], cell: np.ndarray) -> _Tables:
-    """_set_tables for grids that fit a dense product space of axis values (any full factorial).
-
-    Counts are built once per pair of cells (n^2 B work); each S is then a sum over the other
-    axes of that [cells x cells] table. Empty slots get weight 0; resamples are the last axis.
-    """
-    A, V, B = len(dims), math.prod(dims), len(c)
-    present, slot, m = _cell_slots(cell)
-    P, idx = len(present), np.maximum(slot, 0)
-    dtype = _exact_dtype(c)
-    cs = np.where(slot[:, None] >= 0, c[:, idx].T, 0).astype(dtype)  # [P m, B]
-    masks_for = mask_factory(mu[idx], g[idx])
-    per_block = min(P, max(1, _BLOCK // (P * m * m)))
-    blocks = [slice(p0, min(P, p0 + per_block)) for p0 in range(0, P, per_block)]
-    cached = masks_for(slice(0, P * m)) if len(blocks) == 1 else None
-    live = [t for t in range(n_masks) if cached is None or cached[t] is not None]
-    keep = [[grid.axes.index(a) for a in s] for s in sets]
-    sizes = [math.prod(dims[d] for d in k) for k in keep]
-    out = [(np.zeros((B, K, K, n_masks)), np.zeros((B, K)), np.zeros((B, K))) for K in sizes]
-    step = max(1, _BLOCK // max(per_block * m * P * m, V * V * len(live)))
-    # each present cell's group under each S: the sums over the other axes are products with a 0/1 matrix [K, P]
-    where = np.unravel_index(present, dims)
-    onehots = []
-    for k, K in zip(keep, sizes):
-        group = np.ravel_multi_index([where[d] for d in k], [dims[d] for d in k]) if k else np.zeros(P, np.intp)
-        onehots.append((np.arange(K)[:, None] == group[None, :]).astype(dtype))
-    stacked, offsets = np.concatenate(onehots), np.cumsum([0, *sizes])  # every S's first side in one product
-    for b0 in range(0, B, step):
-        cb = cs[:, b0:b0 + step]
-        nb = cb.shape[1]
-        cnt = _cell_pair_counts(cb, masks_for, blocks, cached, live, P, m).reshape(P, P * len(live) * nb)
-        sv, qv = np.zeros((V, nb)), np.zeros((V, nb))
-        sv[present] = cb.reshape(P, m, nb).sum(1)
-        qv[present] = (cb.astype(float) ** 2).reshape(P, m, nb).sum(1)
-        first = stacked @ cnt  # [sum of K, P L nb]
-        for k, K, onehot, o, (o_t, o_s, o_q) in zip(keep, sizes, onehots, offsets, out):
-            drop = tuple(d for d in range(A) if d not in k)
-            # integer counts below 2^24 (or float64): every order of summation gives the same numbers
-            marg = np.matmul(onehot, first[o:o + K].reshape(K, P, -1)).reshape(K, K, len(live), nb)
-            o_t[b0:b0 + nb][..., live] = marg.transpose(3, 0, 1, 2)
-            o_s[b0:b0 + nb] = sv.reshape(*dims, nb).sum(drop).reshape(K, nb).T
-            o_q[b0:b0 + nb] = qv.reshape(*dims, nb).sum(drop).reshape(K, nb).T
+def _pair_weights(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out[pair] = x_i x_j for every unordered pair i < j (np.triu_indices order); x is [n, nb]."""
+    start = 0
+    for i in range(len(x) - 1):
+        np.multiply(x[i + 1:], x[i], out=out[start:start + len(x) - 1 - i])
+        start += len(x) - 1 - i
     return out
+
+
+@dataclass(frozen=True)
+class _SetPlan:
+    """Every conditioning set's pair counts, stacked: set i has rows U = (k, l) (the group of model 1, of model 2; its
+    groups are the value combinations of its axes that occur) from offsets[i] to offsets[i + 1], each with the four
+    classes of _pair_classes. Sets with no superset of one axis more among the sets are counted from the model pairs
+    by one 0/1 matrix (pair -> row and class); the others are sums of such a superset's rows (exact: integer counts)."""
+
+    offsets: np.ndarray                 # [sets + 1]
+    onehot: np.ndarray                  # [sum K, n]: model i's group under each set, for the group sums
+    first: np.ndarray                   # [sum K^2]: the group sums row of U's group k
+    second: np.ndarray                  # [sum K^2]: the group sums row of U's group l
+    diagonal: np.ndarray                # [sum K^2]: k == l
+    swap: np.ndarray                    # [sum K^2]: the row of (l, k)
+    scatter: sp.csc_matrix              # [4 sum K^2, pairs]: each ordered pair to its rows and class
+    derived: list[tuple[int, int, sp.csr_matrix]]  # (set, its superset, superset rows -> set rows), largest first
+
+
+def _set_plan(mu: np.ndarray, g: np.ndarray, grid: _Grid, sets: list[tuple], dtype: type) -> _SetPlan:
+    """Where each set's pair counts come from (see _SetPlan); depends on mu and g, not on the multiplicities."""
+    n = len(mu)
+    groups = [grid.group_ids(s) for s in sets]
+    Ks = [K for _, K in groups]
+    offsets, goff = np.cumsum([0, *(K * K for K in Ks)]), np.cumsum([0, *Ks])
+    onehot = np.zeros((goff[-1], n))
+    for o, (ids, _) in zip(goff, groups):
+        onehot[o + ids, np.arange(n)] = 1.0
+    k = np.concatenate([np.repeat(np.arange(K), K) for K in Ks])
+    l = np.concatenate([np.tile(np.arange(K), K) for K in Ks])
+    K_of = np.repeat(Ks, [K * K for K in Ks])
+    start = np.repeat(goff[:-1], [K * K for K in Ks])
+    swap = np.repeat(offsets[:-1], [K * K for K in Ks]) + l * K_of + k
+    derived, counted = [], []
+    for i in sorted(range(len(sets)), key=lambda i: -len(sets[i])):
+        src = next((j for j, t in enumerate(sets) if len(t) == len(sets[i]) + 1 and set(sets[i]) <= set(t)), None)
+        if src is None:
+            counted.append(i)
+            continue
+        (ids, K), (ids_src, K_src) = groups[i], groups[src]
+        to = np.zeros(K_src, np.intp)
+        to[ids_src] = ids  # every model of a superset group is in the same group of the set
+        rows = (to[:, None] * K + to[None, :]).ravel()
+        derived.append((i, src, sp.csr_matrix((np.ones(K_src * K_src), (rows, np.arange(K_src * K_src))),
+                                              shape=(K * K, K_src * K_src))))
+    a, b, u = _pair_classes(mu, g)
+    kept = u >= 0
+    counted.sort()
+    rows = np.stack([4 * (offsets[i] + groups[i][0][a] * Ks[i] + groups[i][0][b]) + u for i in counted], 1)[kept]
+    indptr = np.concatenate([[0], np.cumsum(kept * len(counted))])
+    scatter = sp.csc_matrix((np.ones(rows.size, dtype), rows.ravel(), indptr), shape=(4 * offsets[-1], len(u)))
+    return _SetPlan(offsets, onehot, start + k, start + l, k == l, swap, scatter, derived)
+
+
+def _set_counts(plan: _SetPlan, cb: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """[sum K^2, 4, nb] pair counts of every set (float64) for the multiplicities cb [n, nb]."""
+    nb, off = cb.shape[1], plan.offsets
+    tab = (plan.scatter @ _pair_weights(cb, weights)).astype(float).reshape(-1, 4, nb)
+    for i, src, to in plan.derived:
+        tab[off[i]:off[i + 1]] = (to @ tab[off[src]:off[src + 1]].reshape(-1, 4 * nb)).reshape(-1, 4, nb)
+    return tab
+
+
+def _plog(p: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """p * log(num / den) where p > 0, else 0 (num and den may then be 0)."""
+    r = np.divide(num, den, out=np.ones_like(p), where=p > 0)
+    np.log(r, out=r)
+    r *= p
+    return r
 
 
 # ---------------------------------------------------------------- Kendall tau
@@ -354,38 +320,69 @@ def granulated_psi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Has
 # ---------------------------------------------------------------- conditional mutual information
 
 
-def _cmi_masks(mu: np.ndarray, g: np.ndarray) -> MaskFn:
-    """Pair masks for (V_mu, V_g) = (+,+), (+,-), (+,0), (0,+); the others follow by symmetry."""
-    def masks(rows: slice) -> list[np.ndarray | None]:
-        dm, dg = _signs(mu, rows), _signs(g, rows)
-        out = [(dm > 0) & (dg > 0), (dm > 0) & (dg < 0), (dm > 0) & (dg == 0), (dm == 0) & (dg > 0)]
-        return [m if m.any() else None for m in out]
-    return masks
+def _cmi_ratios(plan: _SetPlan, tab: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """[sets, nb] I(V_mu; V_g | U) / H(V_g | U), p(U)-weighted, over ordered pairs i != j; NaN where H = 0.
 
-
-def _cmi_table(part: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Full [B, K, K, 3 (V_mu: -,0,+), 3 (V_g)] counts of ordered pairs i != j from the 4 computed classes.
-
-    Swapping the pair maps U = (k, l) to (l, k) and (V_mu, V_g) to (-V_mu, -V_g); (0, 0) is the rest.
+    tab holds the classes (V_mu, V_g) = (+,+), (+,-), (+,0), (0,+) of each U = (k, l); the swapped pairs (U = (l, k),
+    the opposite signs) give four more cells and (0, 0) is the rest of the s_k s_l - [k = l] q_k pairs. A swapped cell
+    adds the same term as its own, so each of the four classes counts twice in I, and V_g = + (for V_g = -) twice in H.
     """
-    B, K = s.shape
-    t = np.zeros((B, K, K, 3, 3))
-    sw = part.transpose(0, 2, 1, 3)
-    for u, (a, b) in enumerate([(2, 2), (2, 0), (2, 1), (1, 2)]):
-        t[..., a, b], t[..., 2 - a, 2 - b] = part[..., u], sw[..., u]
-    total = s[:, :, None] * s[:, None, :] - np.einsum("bk,kl->bkl", q, np.eye(K))
-    t[..., 1, 1] = np.maximum(total - t.sum((3, 4)), 0.0)
-    return t
-
-
-def _cmi_ratio(t: np.ndarray) -> np.ndarray:
-    """I(V_mu; V_g | U) / H(V_g | U) from counts [B, U, 3, 3], p(U)-weighted; NaN where H = 0."""
-    nu = t.sum((2, 3))[:, :, None, None]
-    na = t.sum(3, keepdims=True)
-    nb = t.sum(2, keepdims=True)
-    mi = _plogq(t, t * nu / np.where(na * nb > 0, na * nb, 1.0)).sum((1, 2, 3))
-    h = -_plogq(nb, nb / np.where(nu > 0, nu, 1.0)).sum((1, 2, 3))
+    p0, p1, p2, p3 = (tab[:, u] for u in range(4))
+    sw = tab[plan.swap]
+    total = s[plan.first] * s[plan.second] - np.where(plan.diagonal[:, None], q[plan.first], 0.0)
+    rest = tab.sum(1) + sw.sum(1)
+    t11 = np.maximum(total - rest, 0.0)
+    nu = rest + t11
+    na2, na1 = p0 + p1 + p2, sw[:, 3] + t11 + p3
+    nb2, nb1, nb0 = sw[:, 1] + p3 + p0, sw[:, 2] + t11 + p2, sw[:, 0] + sw[:, 3] + p1
+    mi = 2 * (_plog(p0, p0 * nu, na2 * nb2) + _plog(p1, p1 * nu, na2 * nb0) + _plog(p2, p2 * nu, na2 * nb1)
+              + _plog(p3, p3 * nu, na1 * nb2)) + _plog(t11, t11 * nu, na1 * nb1)
+    h = -(2 * _plog(nb2, nb2, nu) + _plog(nb1, nb1, nu))
+    mi, h = np.add.reduceat(mi, plan.offsets[:-1], 0), np.add.reduceat(h, plan.offsets[:-1], 0)
     return np.where(h > 0, np.maximum(mi, 0.0) / np.where(h > 0, h, 1.0), np.nan)
+
+
+def _pgdl_ratios(plan: _SetPlan, tab: np.ndarray, s: np.ndarray, sets: slice) -> np.ndarray:
+    """[sets, nb] sum_k MI_k / sum_k H_k (= mean/mean), bits, of PGDL's 2 x 2 slices (gap_m > gap_m', mu_m > mu_m')
+    over all ordered pairs, self pairs included: (gap, mu) = (+,+) is CMI's (V_mu, V_g) = (+,+); (+,-) its (+,-)
+    swapped and (0,+); (-,+) its (+,-) and (+,0); (-,-) the rest of s_k s_l. Empty slices add nothing."""
+    rows = slice(plan.offsets[sets.start], plan.offsets[sets.stop])
+    t, sw = tab[rows], tab[plan.swap[rows]]
+    pp, pm, mp = t[:, 0], sw[:, 1] + t[:, 3], t[:, 1] + t[:, 2]  # (gap, mu): (+,+), (+,-), (-,+)
+    mm = np.maximum(s[plan.first[rows]] * s[plan.second[rows]] - (pp + pm + mp), 0.0)
+    tot = mm + mp + pm + pp
+    tot = np.where(tot > 0, tot, 1.0)
+    pp, pm, mp, mm = pp / tot, pm / tot, mp / tot, mm / tot
+    g1, g0, m1, m0 = pm + pp, mm + mp, mp + pp, mm + pm  # gap and mu marginals
+    mi = _plog(pp, pp, g1 * m1) + _plog(pm, pm, g1 * m0) + _plog(mp, mp, g0 * m1) + _plog(mm, mm, g0 * m0)
+    h = -(g0 * np.log2(g0 + _PGDL_EPS) + g1 * np.log2(g1 + _PGDL_EPS))
+    cuts = plan.offsets[sets.start:sets.stop] - plan.offsets[sets.start]
+    mi, h = np.add.reduceat(mi, cuts, 0) / np.log(2), np.add.reduceat(h, cuts, 0)
+    return np.where(h > 0, mi / np.where(h > 0, h, 1.0), np.nan)
+
+
+def _grid_ratios(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid, sets: list[tuple], *,
+                 cmi: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The CMI ratio of every set ([sets, B], None without `cmi`) and the PGDL ratio of its two-axis sets ([pairs, B],
+    None without such sets), from one count of the model pairs per resample chunk. sets: ordered by size."""
+    B, n = c.shape
+    dtype = _exact_dtype(c)
+    plan = _set_plan(mu, g, grid, sets, dtype)
+    two = [i for i, s in enumerate(sets) if len(s) == 2]
+    pairs = slice(two[0], two[-1] + 1) if two else None
+    ks = np.full((len(sets), B), np.nan) if cmi else None
+    pg = np.full((len(two), B), np.nan) if two else None
+    step = max(1, min(B, _BLOCK // 2 // max(n * (n - 1) // 2, 4 * int(plan.offsets[-1]))))  # resamples a chunk
+    weights = np.empty((n * (n - 1) // 2, step), dtype)
+    for b0 in range(0, B, step):
+        cb = np.ascontiguousarray(c[b0:b0 + step].T)  # [n, nb]
+        tab = _set_counts(plan, cb.astype(dtype), weights[:, :cb.shape[1]])
+        s, q = plan.onehot @ cb, plan.onehot @ (cb * cb)
+        if cmi:
+            ks[:, b0:b0 + step] = _cmi_ratios(plan, tab, s, q)
+        if pairs is not None:
+            pg[:, b0:b0 + step] = _pgdl_ratios(plan, tab, s, pairs)
+    return ks, pg
 
 
 def conditional_mi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, max_set: int = 2,
@@ -403,35 +400,14 @@ def conditional_mi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, max_set: int =
         raise GenbenchError(f"max_set must be an integer >= 0; got {max_set!r}")
     grid = _grid(hp, len(mu), replicate)
     sets = [s for k in range(min(max_set, len(grid.axes)) + 1) for s in itertools.combinations(grid.axes, k)]
-    values = {}
-    for s, (part, gs, gq) in zip(sets, _set_tables(mu, g, c, grid, sets, _cmi_masks, 4)):
-        K = gs.shape[1]
-        values[s] = _cmi_ratio(_cmi_table(part, gs, gq).reshape(len(c), K * K, 3, 3))
-    k = _nanmin_rows(np.stack(list(values.values()), 1))
+    ratios, _ = _grid_ratios(mu, g, c, grid, sets)
+    values = dict(zip(sets, ratios))
+    k = _nanmin_rows(ratios.T)
     sign = np.sign(_tau(mu, g, c))
     return _out(k, batched), {s: _out(v, batched) for s, v in values.items()}, _out(sign, batched)
 
 
 # ---------------------------------------------------------------- PGDL scorer
-
-
-def _pgdl_masks(mu: np.ndarray, g: np.ndarray) -> MaskFn:
-    """Pair masks for (gap_m > gap_m', mu_m > mu_m') = (1,1), (1,0), (0,1); strict, so ties are 0."""
-    def masks(rows: slice) -> list[np.ndarray | None]:
-        pg, pm = _signs(g, rows) > 0, _signs(mu, rows) > 0
-        out = [pg & pm, pg & ~pm, ~pg & pm]
-        return [m if m.any() else None for m in out]
-    return masks
-
-
-def _pgdl_ratio(t: np.ndarray) -> np.ndarray:
-    """sum_k MI_k / sum_k H_k (= mean/mean), bits, over slices [B, U, 2 (gap), 2 (mu)]; empty ones skipped."""
-    tot = t.sum((2, 3), keepdims=True)
-    p = t / np.where(tot > 0, tot, 1.0)
-    pa, pb = p.sum(3, keepdims=True), p.sum(2, keepdims=True)
-    mi = _plogq(p, p / np.where(pa * pb > 0, pa * pb, 1.0)).sum((1, 2, 3)) / np.log(2)
-    h = -(pa * np.log2(pa + _PGDL_EPS)).sum((1, 2, 3))
-    return np.where(h > 0, mi / np.where(h > 0, h, 1.0), np.nan)
 
 
 def pgdl_cmi_by_pair(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable | None = "seed",
@@ -445,19 +421,8 @@ def pgdl_cmi_by_pair(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: H
 def _pgdl_pairs(mu: np.ndarray, g: np.ndarray, c: np.ndarray, grid: _Grid) -> dict[tuple, np.ndarray]:
     """The PGDL ratio ([B]) for every unordered pair of varied axes."""
     pairs = list(itertools.combinations(grid.axes, 2))
-    values = {}
-    for pair, (part, s, _) in zip(pairs, _set_tables(mu, g, c, grid, pairs, _pgdl_masks, 3)):
-        values[pair] = _pgdl_ratio(_pgdl_table(part, s))
-    return values
-
-
-def _pgdl_table(part: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """[B, K K, 2 (gap), 2 (mu)] counts of all ordered pairs from the three classes [B, K, K, 3] and group sums s."""
-    K = s.shape[1]
-    t = np.zeros((len(part), K, K, 2, 2))
-    t[..., 1, 1], t[..., 1, 0], t[..., 0, 1] = part[..., 0], part[..., 1], part[..., 2]
-    t[..., 0, 0] = np.maximum(s[:, :, None] * s[:, None, :] - part.sum(3), 0.0)  # self pairs land here
-    return t.reshape(len(part), K * K, 2, 2)
+    _, ratios = _grid_ratios(mu, g, c, grid, pairs, cmi=False)
+    return dict(zip(pairs, ratios))
 
 
 def pgdl_cmi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable | None = "seed",
@@ -481,13 +446,6 @@ def pgdl_cmi(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable 
     return _out(_nanmin_rows(np.stack(list(values.values()), 1)), batched)
 
 
-def _pgdl_from_cmi(part: np.ndarray) -> np.ndarray:
-    """PGDL's pair classes (gap+ mu+, gap+ mu<=, gap<= mu+) from CMI's four on the same cells: (mu-, gap+) is
-    (mu+, gap-) with the pair swapped, so the counts are sums of CMI's (exact: integer counts)."""
-    sw = part.transpose(0, 2, 1, 3)
-    return np.stack([part[..., 0], sw[..., 1] + part[..., 3], part[..., 1] + part[..., 2]], -1)
-
-
 def grid_scores(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashable | None = "seed",
                 weights: ArrayLike | None = None) -> tuple[Score, Score, Score | None]:
     """conditional_mi (|S| <= 2: K and the sign) and pgdl_cmi from one count of the model pairs per conditioning
@@ -495,14 +453,9 @@ def grid_scores(mu: ArrayLike, g: ArrayLike, hp: pd.DataFrame, replicate: Hashab
     mu, g, c, batched = _prepare(mu, g, weights)
     grid = _grid(hp, len(mu), replicate)
     sets = [s for k in range(min(2, len(grid.axes)) + 1) for s in itertools.combinations(grid.axes, k)]
-    values, pairs = [], []
-    for s, (part, gs, gq) in zip(sets, _set_tables(mu, g, c, grid, sets, _cmi_masks, 4)):
-        K = gs.shape[1]
-        values.append(_cmi_ratio(_cmi_table(part, gs, gq).reshape(len(c), K * K, 3, 3)))
-        if len(s) == 2:
-            pairs.append(_pgdl_ratio(_pgdl_table(_pgdl_from_cmi(part), gs)))
-    k = _nanmin_rows(np.stack(values, 1))
-    pgdl = _out(_nanmin_rows(np.stack(pairs, 1)), batched) if pairs else None
+    values, pairs = _grid_ratios(mu, g, c, grid, sets)
+    k = _nanmin_rows(values.T)
+    pgdl = _out(_nanmin_rows(pairs.T), batched) if pairs is not None else None
     return _out(k, batched), _out(np.sign(_tau(mu, g, c)), batched), pgdl
 
 
