@@ -83,3 +83,26 @@ def test_the_rescore_command_re_scores_a_folder_and_refuses_a_missing_one(fresh,
     assert read_record(tmp_path / "digits-mlp" / "norm.fro_prod.json")["scores"]["values"]["kfold_r2"] != 0.123
     out = CliRunner().invoke(app, ["leaderboard", "rescore", "--results", str(tmp_path / "nowhere")])
     assert isinstance(out.exception, GenbenchError) and "no folder of records at" in str(out.exception)
+
+
+def test_an_input_that_failed_on_every_model_is_the_all_missing_column_it_was_made_with(fresh, digits_zoo, tmp_path):
+    """A measure that refuses the zoo's family (pacbayes.marginal_likelihood on CNNs) leaves a failure record and an
+    all-missing column in baseline.all_measures' inputs: re-scoring rebuilds that column, not an error."""
+    import numpy as np
+
+    from genbench.entries.rescore import value_table
+    from genbench.entries.run import failure_record
+    failed = failure_record("norm.param", "norm.param", digits_zoo, "the measure failed on every model")
+    base = json.loads(json.dumps(fresh["baseline.hparams"]))
+    base.update(name="baseline.all_measures", measure="baseline.all_measures")
+    base["provenance"]["inputs"] = [*ENTRIES, "norm.param"]
+    for rec in (*[fresh[n] for n in ENTRIES], base):
+        write_record(_as_schema_2(rec), tmp_path)
+    write_record(failed, tmp_path)
+    rescore_folder(tmp_path, say=lambda _: None)
+    got = read_record(tmp_path / "digits-mlp" / "baseline.all_measures.json")
+    values = value_table(fresh[ENTRIES[0]]).merge(value_table(fresh[ENTRIES[1]]), on="model_id")
+    values["norm.param"] = np.nan
+    expected, _ = score_baselines(digits_zoo, values, measures=[*ENTRIES, "norm.param"], n_boot=50,
+                                  only=("baseline.all_measures",))
+    assert got["scores"]["values"] == pytest.approx(expected["baseline.all_measures"].values, rel=1e-12)

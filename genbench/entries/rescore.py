@@ -140,7 +140,10 @@ def rescore_baselines(zoo: Zoo, records: Mapping[str, Mapping[str, Any]], folder
         values = None
         if "baseline.all_measures" in wanted:
             values = pd.DataFrame({"model_id": sorted(z.table["model_id"].astype(str))})
-            for raw in raws.values():
+            for name, raw in raws.items():
+                if raw.get("status") == "failed":  # failed on every model: the all-missing column it was made with
+                    values[name] = np.nan
+                    continue
                 if t:  # a later training's values, stored in the input's trainings block
                     held = ((raw.get("trainings") or {}).get("zoos") or [])
                     raw = {**raw, "values": {"model_id": raw["values"]["model_id"],
