@@ -20,12 +20,12 @@ from pathlib import Path
 KEYS = ("beats_recipe", "adds_to_recipe", "against_claim")
 
 
-def records(folder: str) -> dict[str, dict]:
-    """The ok measure records of a folder (no baselines), by entry name."""
+def records(folder: str, *, baselines: bool = False) -> dict[str, dict]:
+    """The ok records of a folder, by entry name (the baseline rows only with `baselines`)."""
     out = {}
     for p in sorted(Path(folder).glob("*.json")):
         r = json.loads(p.read_text())
-        if r.get("status") == "ok" and not r.get("baseline"):
+        if r.get("status") == "ok" and (baselines or not r.get("baseline")):
             out[r["name"]] = r
     return out
 

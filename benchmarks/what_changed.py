@@ -10,26 +10,15 @@ before the regeneration, and leaderboard/results/ZOO)
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
-from pathlib import Path
 
 from genbench.leaderboard.standings import rank_records
 from genbench.leaderboard.verdict import groups_over_trainings
 from genbench.record import Record
 
-KEYS = ("beats_recipe", "adds_to_recipe", "against_claim")
+from settled_verdicts import KEYS, records
+
 LABELS = ("fragile-value", "fragile-trend", "fragile-scale", "data-blind", "robust")
-
-
-def records(folder: str) -> dict[str, dict]:
-    """The ok records of a folder, by record name."""
-    out = {}
-    for p in sorted(Path(folder).glob("*.json")):
-        r = json.loads(p.read_text())
-        if r.get("status") == "ok":
-            out[r["name"]] = r
-    return out
 
 
 def labels(rec: dict) -> set[str] | None:
@@ -79,7 +68,7 @@ def main() -> None:
     ap.add_argument("before", help="folder of the records before the regeneration")
     ap.add_argument("after", help="folder of the regenerated records")
     args = ap.parse_args()
-    before, after = records(args.before), records(args.after)
+    before, after = records(args.before, baselines=True), records(args.after, baselines=True)
     print(f"{len(before)} records before, {len(after)} after")
     settled_counts(after)
     ranked = rank_records(after.values())

@@ -456,6 +456,10 @@ class Record(Mapping[str, Any]):
         zoos = self.trainings.get("zoos")
         return (_mapping(zoos[t]) or {}) if isinstance(zoos, list) and 0 <= t < len(zoos) else {}
 
+    def training_scores(self, key: str) -> list[float | None]:
+        """Score `key` on each training, in order (None where a training has no finite value of it)."""
+        return [finite((_mapping(self.training_part(t).get("values")) or {}).get(key)) for t in range(self.n_trainings)]
+
     @property
     def verdicts(self) -> Mapping[str, Any]:
         """The verdicts over trainings (scores.verdicts): beats_recipe, adds_to_recipe, against_claim, each

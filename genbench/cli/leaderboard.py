@@ -134,16 +134,12 @@ def private_line(path: Path, block: dict) -> str:
     from ..entries.private import private_standing
     from ..leaderboard.format import number
     from ..leaderboard.verdict import training_noise
-    from ..record import Record
+    from ..record import Record, load_records
 
     if block.get("status") != "ok":
         return f"private run on {block.get('zoo')} failed (no private score)"
-    beside = []  # the zoo's records beside it: their spread over the public trainings is the noise it is held to
-    for other in Path(path).parent.glob("*.json"):
-        try:
-            beside.append(Record.read(other))
-        except GenbenchError:
-            continue
+    folder = Path(path).parent  # the zoo's records beside it: their spread over the public trainings is its noise
+    beside = load_records(folder.parent, zoo=folder.name, skipped=[])
     standing = private_standing(Record.read(path), training_noise([r for r in beside if r.ok]))
     if standing is None:
         return f"private scores on {block.get('zoo')} written (no k-fold R2 to set beside the public one)"

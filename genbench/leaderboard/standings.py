@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..defaults import CHECK_ZOO, EXTERNAL_PREFIX, OFFICIAL_ZOOS
 from ..errors import GenbenchError
-from ..record import Record, finite
+from ..record import Record
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT, score_label
 from ..scoring.trainings import combine_draws, training_picks
@@ -341,8 +341,9 @@ def training_groups(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | N
     w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
     sign = 1.0 if score_spec(sort).lower_is_better else -1.0
     out: dict[str, list[int]] = {r.name: [] for r in recs}
+    scores = [r.training_scores(sort) for r in recs]
     for t in range(recs[0].n_trainings):
-        points = [finite(r.training_part(t).get("values", {}).get(sort)) for r in recs]
+        points = [per[t] for per in scores]
         if any(p is None for p in points):
             return {}
         parts = [(_gap(r), heldout[r.name]) if t == 0 else _training_arrays(r, t) for r in recs]

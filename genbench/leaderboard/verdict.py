@@ -172,8 +172,8 @@ def training_noise(recs: Sequence[Record]) -> float:
     for r in recs:
         if r.builtin is not True and not r.baseline:
             continue
-        per = [r.training_part(t).get("values", {}).get("kfold_r2") for t in range(r.n_trainings)]
-        if r.n_trainings > 1 and all(isinstance(x, (int, float)) for x in per):
+        per = r.training_scores("kfold_r2")
+        if r.n_trainings > 1 and None not in per:
             sds.append(float(np.std(per, ddof=1)))
     return 2.0 * float(np.median(sds)) if sds else TRAINING_NOISE_R2
 
@@ -279,7 +279,7 @@ def trainings_text(rec: Record) -> str:
     training's k-fold R^2), else ''."""
     if rec.n_trainings < 2:
         return ""
-    each = [rec.training_part(t).get("values", {}).get("kfold_r2") for t in range(rec.n_trainings)]
+    each = rec.training_scores("kfold_r2")
     return f"; mean over {rec.n_trainings} trainings: " + ", ".join(number(v, digits=DIGITS) for v in each)
 
 

@@ -10,7 +10,6 @@ counts c_i * c_j times, so one call scores B resamples at once ([B, n] in, array
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
