@@ -463,7 +463,7 @@ class Record(Mapping[str, Any]):
     @property
     def verdicts(self) -> Mapping[str, Any]:
         """The verdicts over trainings (scores.verdicts): beats_recipe, adds_to_recipe, against_claim, each
-        {holds, trainings: [held, of], settled}."""
+        {holds, trainings: [held, of], open (trainings whose interval contains 0), settled}."""
         return _mapping(self.scores.get("verdicts")) or {}
 
     def verdict_over(self, key: str) -> dict[str, Any] | None:
@@ -472,7 +472,9 @@ class Record(Mapping[str, Any]):
         t = v.get("trainings") if v else None
         if not v or not isinstance(t, list) or len(t) != 2 or not all(isinstance(x, int) for x in t):
             return None
-        return {"holds": v.get("holds") is True, "trainings": [int(t[0]), int(t[1])], "settled": v.get("settled") is True}
+        o = v.get("open")
+        return {"holds": v.get("holds") is True, "trainings": [int(t[0]), int(t[1])], "settled": v.get("settled") is True,
+                "open": o if isinstance(o, int) else 0}
 
     @property
     def fit(self) -> Fit:

@@ -17,7 +17,7 @@ from genbench.leaderboard.standings import paired_draws, rank_records
 from genbench.leaderboard.verdict import entry_verdict, zoo_verdict
 from genbench.record import Record
 from genbench.scoring.resample import percentile_interval, resample_weights
-from genbench.scoring.trainings import combine_draws, combine_scores, training_picks, verdict
+from genbench.scoring.trainings import combine_draws, combine_scores, said, training_picks, verdict
 
 N_BOOT = 200
 MEASURE = "norm.fro_prod"
@@ -44,16 +44,39 @@ def test_a_mean_outside_its_interval_is_refused_and_a_missing_training_score_too
     assert combine_scores([0.5, float("nan")], draws, picks)[2] == "not every training has this score"
 
 
-@pytest.mark.parametrize("held, expected", [
-    ([True, True, True], {"holds": True, "trainings": [3, 3], "settled": True}),
-    ([False, False, False], {"holds": False, "trainings": [0, 3], "settled": True}),
-    ([True, True, False], {"holds": True, "trainings": [2, 3], "settled": False}),
-    ([True, False, False], {"holds": False, "trainings": [1, 3], "settled": False}),
-    ([True], {"holds": True, "trainings": [1, 1], "settled": False}),  # one training settles nothing
+@pytest.mark.parametrize("says, expected", [
+    ([True, True, True], {"holds": True, "trainings": [3, 3], "open": 0, "settled": True}),
+    ([False, False, False], {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}),
+    (["fails", "fails", "fails"], {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}),
+    ([True, True, False], {"holds": True, "trainings": [2, 3], "open": 0, "settled": False}),
+    ([True, False, False], {"holds": False, "trainings": [1, 3], "open": 0, "settled": False}),
+    # not shown to hold is not shown not to: an interval containing 0 on one training leaves the absence unsettled
+    (["fails", "open", "fails"], {"holds": False, "trainings": [0, 3], "open": 1, "settled": False}),
+    (["open", "open", "open"], {"holds": False, "trainings": [0, 3], "open": 3, "settled": False}),
+    (["holds", "holds", "open"], {"holds": True, "trainings": [2, 3], "open": 1, "settled": False}),
+    ([True], {"holds": True, "trainings": [1, 1], "open": 0, "settled": False}),  # one training settles nothing
     ([True, None], None),
 ])
-def test_a_verdict_is_settled_when_two_or_more_trainings_agree(held, expected):
-    assert verdict(held) == expected
+def test_a_verdict_is_settled_when_two_or_more_trainings_show_the_same(says, expected):
+    assert verdict(says) == expected
+
+
+@pytest.mark.parametrize("key, kw, expected", [
+    ("beats_recipe", {"vs_recipe": [0.05, 0.01, 0.09]}, "holds"),
+    ("beats_recipe", {"vs_recipe": [-0.05, -0.09, -0.01]}, "fails"),
+    ("beats_recipe", {"vs_recipe": [0.01, -0.02, 0.04]}, "open"),
+    ("beats_recipe", {"vs_recipe": []}, None),  # no recipe to compare with
+    ("adds_to_recipe", {"intervals": {"delta_r2": [0.001, 0.02]}}, "holds"),
+    ("adds_to_recipe", {"intervals": {"delta_r2": [-0.02, -0.001]}}, "fails"),
+    ("adds_to_recipe", {"intervals": {"delta_r2": [-0.004, 0.006]}}, "open"),
+    ("adds_to_recipe", {"intervals": {"delta_r2": [0.001, 0.02]}, "refused": {"delta_r2": "too few"}}, None),
+    ("against_claim", {"against": True}, "holds"),
+    ("against_claim", {"against": False}, "fails"),
+    ("against_claim", {"against": None}, None),  # no claim to check
+])
+def test_each_training_says_holds_fails_or_open_by_where_its_interval_lies(key, kw, expected):
+    args = {"vs_recipe": [], "intervals": {}, "refused": {}, "against": None, **kw}
+    assert said(key, **args) == expected
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +130,18 @@ def test_the_record_holds_each_training_their_mean_and_the_brute_force_interval(
 def test_the_verdicts_are_what_each_training_says(trained):
     zoos, rec, _, _ = trained
     parts = [rec.training_part(t) for t in range(3)]
-    adds = [p["intervals"].get("delta_r2", [0, 0])[0] > 0 for p in parts]
-    beats = [len(p["vs_recipe"]) == 3 and p["vs_recipe"][1] > 0 for p in parts]
-    against = [p["against"] is True for p in parts]
-    for key, held in (("adds_to_recipe", adds), ("beats_recipe", beats), ("against_claim", against)):
+
+    def where(iv):  # by hand: above 0 holds, below 0 fails, else open
+        return "holds" if iv[0] > 0 else "fails" if iv[1] < 0 else "open"
+    adds = [where(p["intervals"]["delta_r2"]) for p in parts]
+    beats = [where(p["vs_recipe"][1:]) for p in parts]
+    against = ["holds" if p["against"] is True else "fails" for p in parts]
+    for key, says in (("adds_to_recipe", adds), ("beats_recipe", beats), ("against_claim", against)):
         v = rec.verdicts[key]
-        assert v["trainings"] == [sum(held), 3] and v["settled"] == (sum(held) in (0, 3)), key
-        assert v["holds"] == (2 * sum(held) > 3), key
+        n = says.count("holds")
+        assert v["trainings"] == [n, 3] and v["open"] == says.count("open"), key
+        assert v["settled"] == (len(set(says)) == 1 and says[0] != "open"), key
+        assert v["holds"] == (2 * n > 3), key
 
 
 def test_the_views_say_over_how_many_trainings_a_verdict_holds(trained):
@@ -121,8 +149,11 @@ def test_the_views_say_over_how_many_trainings_a_verdict_holds(trained):
     ranked = rank_records([rec.data, base.data])
     v = zoo_verdict(zoos[0].name, ranked)
     text = v.sentence()
-    held, of = rec.verdicts["adds_to_recipe"]["trainings"]
-    assert f"on {held} of {of} trainings, {'settled' if held in (0, of) else 'unsettled'}" in text
+    v_adds = rec.verdicts["adds_to_recipe"]
+    held, of = v_adds["trainings"]
+    state = "settled" if v_adds["settled"] else "unsettled" + (
+        f": its interval contains 0 on {v_adds['open']}" if v_adds["open"] else "")
+    assert f"on {held} of {of} trainings, {state}" in text
     lines = entry_verdict(rec, ranked)
     each = ", ".join(f"{rec.training_part(t)['values']['kfold_r2']:.3f}" for t in range(3))
     assert f"mean over 3 trainings: {each}" in lines[0]
@@ -294,3 +325,17 @@ def test_the_table_marks_against_its_claim_as_the_verdict_over_trainings_says(tr
             "scores": {**rec.scores, "direction": {**rec.direction, "against": False},
                        "verdicts": {"against_claim": {"holds": True, "trainings": [2, 3], "settled": False}}}}
     assert Record(data).against_claim and claim_text(Record(data)) == AGAINST
+
+
+def test_an_absence_not_shown_on_every_training_reads_unsettled_with_where_it_is_open(trained):
+    from genbench.leaderboard.verdict import over
+    _, rec, _, _ = trained
+    open_v = {"holds": False, "trainings": [0, 3], "open": 2, "settled": False}
+    shown = {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}
+    for v, text in ((open_v, "on 0 of 3 trainings, unsettled: its interval contains 0 on 2"),
+                    (shown, "on 0 of 3 trainings, settled")):
+        data = {**rec.data, "scores": {**rec.scores, "verdicts": {"adds_to_recipe": v}}}
+        assert over(Record(data), "adds_to_recipe") == text
+    old = {k: v for k, v in shown.items() if k != "open"}  # a record written before the count: none open
+    data = {**rec.data, "scores": {**rec.scores, "verdicts": {"adds_to_recipe": old}}}
+    assert Record(data).verdict_over("adds_to_recipe")["open"] == 0

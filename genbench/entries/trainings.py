@@ -13,7 +13,7 @@ from ..defaults import OFFICIAL_ZOOS, TRAININGS, training_name, training_of
 from ..errors import GenbenchError
 from ..record import finite, values_block
 from ..scoring.spec import MeasureScores
-from ..scoring.trainings import METHOD, combine_scores, training_picks, verdict
+from ..scoring.trainings import METHOD, VERDICTS, combine_scores, said, training_picks, verdict
 from ..zoo.storage import Zoo, load_zoo
 
 COMBINED = ("adj_r2", "kfold_r2", "kfold_r2_free", "mse", "delta_r2", "tau", "psi", "cmi", "cmi_pgdl")
@@ -80,19 +80,11 @@ def training_zoos(zoo: Zoo, trainings: int) -> list[Zoo]:
     return out
 
 
-def _held(s: MeasureScores, key: str) -> bool | None:
-    """Whether a per-training verdict holds: beats_recipe (k-fold R^2 above the recipe's, paired interval above 0),
-    adds_to_recipe (delta_r2's interval above 0), against_claim (the direction check); None: it cannot say."""
-    if key == "beats_recipe":
-        return None if len(s.vs_recipe) != 3 else bool(s.vs_recipe[1] > 0)
-    if key == "adds_to_recipe":
-        if "delta_r2" in s.refused or "delta_r2" not in s.values:
-            return None
-        iv = s.intervals.get("delta_r2")
-        return bool(iv is not None and iv[0] > 0)
-    if not s.direction or s.direction.get("claim") is None:
-        return None
-    return s.direction.get("against") is True
+def _said(s: MeasureScores, key: str) -> str | None:
+    """What one training's scores say of a verdict (scoring.trainings.said)."""
+    claim = s.direction.get("claim") if s.direction else None
+    return said(key, vs_recipe=s.vs_recipe, intervals=s.intervals, refused=s.refused,
+                against=None if claim is None else s.direction.get("against") is True)
 
 
 def _per_training(z: Zoo, s: MeasureScores, first: bool, value: Any = None) -> dict[str, Any]:
@@ -141,6 +133,5 @@ def trainings_block(zoos: Sequence[Zoo], scores: Sequence[MeasureScores], *, see
     block = {"grid": zoos[0].name, "of": len(zoos), "method": METHOD, "combined": combined,
              "zoos": [_per_training(z, s, i == 0, None if values is None else values[i])
                       for i, (z, s) in enumerate(zip(zoos, scores))]}
-    verdicts = {key: verdict([_held(s, key) for s in scores]) for key in ("beats_recipe", "adds_to_recipe",
-                                                                          "against_claim")}
+    verdicts = {key: verdict([_said(s, key) for s in scores]) for key in VERDICTS}
     return block, {k: v for k, v in verdicts.items() if v is not None}

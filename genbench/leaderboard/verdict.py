@@ -114,13 +114,15 @@ def _adds(r: Record, to: str = "it") -> str:
 
 def over(r: Record, key: str, before: str = "", after: str = "") -> str:
     """How a verdict of an entry scored on several trainings holds over them, for the views: 'on 3 of 3 trainings,
-    settled' or 'on 2 of 3 trainings, unsettled' between `before` and `after`; '' for an entry scored on one
+    settled', 'on 2 of 3 trainings, unsettled' or 'on 0 of 3 trainings, unsettled: its interval contains 0 on 2' (not
+    shown either way there) between `before` and `after`; '' for an entry scored on one
     training (or a record that does not state the verdict)."""
     v = r.verdict_over(key)
     if v is None or v["trainings"][1] < 2:
         return ""
     held, of = v["trainings"]
-    return f"{before}on {held} of {of} trainings, {'settled' if v['settled'] else 'unsettled'}{after}"
+    state = "settled" if v["settled"] else "unsettled" + (f": its interval contains 0 on {v['open']}" if v["open"] else "")
+    return f"{before}on {held} of {of} trainings, {state}{after}"
 
 
 def _iv(v: float, lo: float, hi: float) -> str:

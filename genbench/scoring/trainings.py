@@ -1,5 +1,5 @@
 """Scores over trainings of one grid: the mean of a score over the trainings with a 95% interval that holds both
-the sampling of the grid's models and the training noise, and verdicts that are settled when every training agrees.
+the sampling of the grid's models and the training noise, and verdicts that are settled when every training shows the same.
 numpy only: the leaderboard combines the records' draws the same way.
 
 The interval is a two-stage bootstrap. The trainings of a grid share its models (the same grid points, data and
@@ -9,7 +9,7 @@ resample over the drawn trainings (`combine_draws`); the interval is the central
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,22 +55,31 @@ def combine_scores(points: Sequence[float], draws: np.ndarray, picks: np.ndarray
     return mean, iv, None
 
 
-def verdict(held: Sequence[bool | None]) -> dict[str, Any] | None:
-    """A verdict over trainings from whether it held on each: it holds on the majority of them, and it is settled
-    when two or more trainings all say the same (one training settles nothing). None when a training could not say
-    (e.g. no recipe to compare with)."""
-    if not held or any(h is None for h in held):
+def said(key: str, *, vs_recipe: Sequence[float], intervals: Mapping[str, Sequence[float]],
+         refused: Mapping[str, str], against: bool | None) -> str | None:
+    """What one training says of a verdict: "holds" (beats_recipe: the paired interval of k-fold R^2 minus the
+    recipe's lies above 0; adds_to_recipe: delta_r2's interval lies above 0; against_claim: the direction check
+    says so), "fails" (the interval lies below 0; the direction check says not), "open" (the interval
+    contains 0: neither is shown), None (it cannot say: no recipe, no delta, no claim)."""
+    if key == "beats_recipe":
+        iv = list(vs_recipe)[1:] if len(vs_recipe) == 3 else None
+    elif key == "adds_to_recipe":
+        iv = None if "delta_r2" in refused else intervals.get("delta_r2")
+    else:
+        return None if against is None else ("holds" if against else "fails")
+    if iv is None:
         return None
-    n = sum(bool(h) for h in held)
-    return {"holds": 2 * n > len(held), "trainings": [n, len(held)], "settled": len(held) > 1 and n in (0, len(held))}
+    return "holds" if iv[0] > 0 else "fails" if iv[1] < 0 else "open"
 
 
-def verdict_text(v: dict[str, Any] | None, what: str) -> str:
-    """'beats the recipe on 3 of 3 trainings (settled)' / '... on 2 of 3 trainings (unsettled)'; '' for None."""
-    if not v:
-        return ""
-    held, of = v["trainings"]
-    if of == 1:
-        return f"{what} on its one training" if held else f"not: {what}"
-    state = "settled" if v["settled"] else "unsettled"
-    return f"{what} on {held} of {of} trainings ({state})"
+def verdict(says: Sequence[str | bool | None]) -> dict[str, Any] | None:
+    """A verdict over trainings from what each says (`said`; True / False for "holds" / "fails"): it holds on the
+    majority of them, and it is settled when two or more trainings all show the same, so a verdict that is not
+    shown on some training (its interval contains 0 there: "open", counted) stays unsettled. None when a training
+    could not say (e.g. no recipe to compare with)."""
+    s = ["holds" if x is True else "fails" if x is False else x for x in says]
+    if not s or any(x not in ("holds", "fails", "open") for x in s):
+        return None
+    n = s.count("holds")
+    return {"holds": 2 * n > len(s), "trainings": [n, len(s)], "open": s.count("open"),
+            "settled": len(s) > 1 and (n == len(s) or s.count("fails") == len(s))}
