@@ -408,7 +408,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
             say(console, f"failed on {z}, not ranked: " + "; ".join(
                 f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded')}" for _, r in failed.iterrows()),
                 indent=2)
-    audited = sorted({str(a) for a in (table["audit_zoo"] if "audit_zoo" in table else ()) if a})
+    shown = table[table["zoo"].isin(zoos)]
+    audited = sorted({str(a) for a in (shown["audit_zoo"] if "audit_zoo" in shown else ()) if a})  # the shown zoos'
     say(console, SHORT_LEGEND)
     if shape[2]:
         say(console, fragility_key(audited))
