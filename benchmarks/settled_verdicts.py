@@ -38,9 +38,8 @@ def says(rec: dict, key: str) -> str | None:
     """What a record scored on one training says of a verdict ("holds", "fails", "open" or None), by the rule the
     trainings' verdicts use (scoring.trainings.said)."""
     s = rec.get("scores") or {}
-    d = s.get("direction") or {}
     return said(key, vs_recipe=s.get("vs_recipe") or [], intervals=s.get("intervals") or {},
-                refused=s.get("refused") or {}, against=None if d.get("claim") is None else d.get("against") is True)
+                refused=s.get("refused") or {}, direction=s.get("direction"))
 
 
 def main() -> None:

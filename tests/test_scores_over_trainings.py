@@ -45,17 +45,16 @@ def test_a_mean_outside_its_interval_is_refused_and_a_missing_training_score_too
 
 
 @pytest.mark.parametrize("says, expected", [
-    ([True, True, True], {"holds": True, "trainings": [3, 3], "open": 0, "settled": True}),
-    ([False, False, False], {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}),
+    (["holds", "holds", "holds"], {"holds": True, "trainings": [3, 3], "open": 0, "settled": True}),
     (["fails", "fails", "fails"], {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}),
-    ([True, True, False], {"holds": True, "trainings": [2, 3], "open": 0, "settled": False}),
-    ([True, False, False], {"holds": False, "trainings": [1, 3], "open": 0, "settled": False}),
+    (["holds", "holds", "fails"], {"holds": True, "trainings": [2, 3], "open": 0, "settled": False}),
+    (["holds", "fails", "fails"], {"holds": False, "trainings": [1, 3], "open": 0, "settled": False}),
     # not shown to hold is not shown not to: an interval containing 0 on one training leaves the absence unsettled
     (["fails", "open", "fails"], {"holds": False, "trainings": [0, 3], "open": 1, "settled": False}),
     (["open", "open", "open"], {"holds": False, "trainings": [0, 3], "open": 3, "settled": False}),
     (["holds", "holds", "open"], {"holds": True, "trainings": [2, 3], "open": 1, "settled": False}),
-    ([True], {"holds": True, "trainings": [1, 1], "open": 0, "settled": False}),  # one training settles nothing
-    ([True, None], None),
+    (["holds"], {"holds": True, "trainings": [1, 1], "open": 0, "settled": False}),  # one training settles nothing
+    (["holds", None], None),
 ])
 def test_a_verdict_is_settled_when_two_or_more_trainings_show_the_same(says, expected):
     assert verdict(says) == expected
@@ -70,12 +69,13 @@ def test_a_verdict_is_settled_when_two_or_more_trainings_show_the_same(says, exp
     ("adds_to_recipe", {"intervals": {"delta_r2": [-0.02, -0.001]}}, "fails"),
     ("adds_to_recipe", {"intervals": {"delta_r2": [-0.004, 0.006]}}, "open"),
     ("adds_to_recipe", {"intervals": {"delta_r2": [0.001, 0.02]}, "refused": {"delta_r2": "too few"}}, None),
-    ("against_claim", {"against": True}, "holds"),
-    ("against_claim", {"against": False}, "fails"),
-    ("against_claim", {"against": None}, None),  # no claim to check
+    ("against_claim", {"direction": {"claim": "larger_gap", "against": True}}, "holds"),
+    ("against_claim", {"direction": {"claim": "larger_gap", "against": False}}, "fails"),
+    ("against_claim", {"direction": {"claim": None, "against": True}}, None),  # no claim to check
+    ("against_claim", {"direction": {}}, None),  # not checked
 ])
 def test_each_training_says_holds_fails_or_open_by_where_its_interval_lies(key, kw, expected):
-    args = {"vs_recipe": [], "intervals": {}, "refused": {}, "against": None, **kw}
+    args = {"vs_recipe": [], "intervals": {}, "refused": {}, "direction": None, **kw}
     assert said(key, **args) == expected
 
 

@@ -80,13 +80,6 @@ def training_zoos(zoo: Zoo, trainings: int) -> list[Zoo]:
     return out
 
 
-def _said(s: MeasureScores, key: str) -> str | None:
-    """What one training's scores say of a verdict (scoring.trainings.said)."""
-    claim = s.direction.get("claim") if s.direction else None
-    return said(key, vs_recipe=s.vs_recipe, intervals=s.intervals, refused=s.refused,
-                against=None if claim is None else s.direction.get("against") is True)
-
-
 def _per_training(z: Zoo, s: MeasureScores, first: bool, value: Any = None) -> dict[str, Any]:
     """One training's part of the block: its zoo, scores and verdict inputs; for trainings after the first also the
     gaps and held-out predictions the leaderboard pairs entries with and the measure's values per model (what
@@ -133,5 +126,6 @@ def trainings_block(zoos: Sequence[Zoo], scores: Sequence[MeasureScores], *, see
     block = {"grid": zoos[0].name, "of": len(zoos), "method": METHOD, "combined": combined,
              "zoos": [_per_training(z, s, i == 0, None if values is None else values[i])
                       for i, (z, s) in enumerate(zip(zoos, scores))]}
-    verdicts = {key: verdict([_said(s, key) for s in scores]) for key in VERDICTS}
+    verdicts = {key: verdict([said(key, vs_recipe=s.vs_recipe, intervals=s.intervals, refused=s.refused,
+                                     direction=s.direction) for s in scores]) for key in VERDICTS}
     return block, {k: v for k, v in verdicts.items() if v is not None}

@@ -79,7 +79,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
     else:
         say(console, SHORT_LEGEND + ("; group: " + notes.group.split(": ", 1)[-1] if notes.group else ""))
     if notes.audited:
-        say(console, fragility_key(sorted({str(a) for a in table.get("audit_zoo", ()) if a})))
+        say(console, fragility_key(table))
     if explain and "submission" in table and table["submission"].astype(bool).any():
         say(console, NAMING)
     if "claim" in table and (table["claim"] == AGAINST).any():
@@ -317,8 +317,9 @@ def fragility_cell(text: str) -> str:
     return fragility_code(text) + (f"; {rest}" if rest else "")
 
 
-def fragility_key(audit_zoos: Sequence[str]) -> str:
-    """The key of the fragility codes, naming the zoo(s) the audits ran on."""
+def fragility_key(rows: pd.DataFrame) -> str:
+    """The key of the fragility codes under a table of `rows`, naming the zoo(s) their audits ran on."""
+    audit_zoos = sorted({str(a) for a in rows.get("audit_zoo", ()) if a})
     on = f" (audited on {', '.join(audit_zoos)})" if audit_zoos else ""
     return (f"fragility{on}: ok robust, fv fragile-value, ft fragile-trend, fs fragile-scale, db data-blind, "
             "? inconclusive, - not audited; --explain says what each means")
@@ -408,11 +409,9 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
             say(console, f"failed on {z}, not ranked: " + "; ".join(
                 f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded')}" for _, r in failed.iterrows()),
                 indent=2)
-    shown = table[table["zoo"].isin(zoos)]
-    audited = sorted({str(a) for a in (shown["audit_zoo"] if "audit_zoo" in shown else ()) if a})  # the shown zoos'
     say(console, SHORT_LEGEND)
     if shape[2]:
-        say(console, fragility_key(audited))
+        say(console, fragility_key(table[table["zoo"].isin(zoos)]))
     marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
         else []
     marks += [f"{LOCAL_MARK.strip()}: local, your own unverified record"] if table["local"].any() else []

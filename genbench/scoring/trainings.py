@@ -56,28 +56,29 @@ def combine_scores(points: Sequence[float], draws: np.ndarray, picks: np.ndarray
 
 
 def said(key: str, *, vs_recipe: Sequence[float], intervals: Mapping[str, Sequence[float]],
-         refused: Mapping[str, str], against: bool | None) -> str | None:
-    """What one training says of a verdict: "holds" (beats_recipe: the paired interval of k-fold R^2 minus the
-    recipe's lies above 0; adds_to_recipe: delta_r2's interval lies above 0; against_claim: the direction check
-    says so), "fails" (the interval lies below 0; the direction check says not), "open" (the interval
-    contains 0: neither is shown), None (it cannot say: no recipe, no delta, no claim)."""
+         refused: Mapping[str, str], direction: Mapping[str, Any] | None) -> str | None:
+    """What one training's scores say of a verdict: "holds" (beats_recipe: the paired interval of k-fold R^2 minus
+    the recipe's lies above 0; adds_to_recipe: delta_r2's interval lies above 0; against_claim: the direction
+    check says it runs against its claim), "fails" (the interval lies below 0; the direction check says not),
+    "open" (the interval contains 0: neither is shown), None (it cannot say: no recipe, no delta, no claim)."""
     if key == "beats_recipe":
         iv = list(vs_recipe)[1:] if len(vs_recipe) == 3 else None
     elif key == "adds_to_recipe":
         iv = None if "delta_r2" in refused else intervals.get("delta_r2")
     else:
-        return None if against is None else ("holds" if against else "fails")
+        if not direction or direction.get("claim") is None:
+            return None
+        return "holds" if direction.get("against") is True else "fails"
     if iv is None:
         return None
     return "holds" if iv[0] > 0 else "fails" if iv[1] < 0 else "open"
 
 
-def verdict(says: Sequence[str | bool | None]) -> dict[str, Any] | None:
-    """A verdict over trainings from what each says (`said`; True / False for "holds" / "fails"): it holds on the
-    majority of them, and it is settled when two or more trainings all show the same, so a verdict that is not
-    shown on some training (its interval contains 0 there: "open", counted) stays unsettled. None when a training
-    could not say (e.g. no recipe to compare with)."""
-    s = ["holds" if x is True else "fails" if x is False else x for x in says]
+def verdict(s: Sequence[str | None]) -> dict[str, Any] | None:
+    """A verdict over trainings from what each says (`said`): it holds on the majority of them, and it is settled
+    when two or more trainings all show the same, so a verdict that is not shown on some training (its interval
+    contains 0 there: "open", counted) stays unsettled. None when a training could not say (e.g. no recipe to
+    compare with)."""
     if not s or any(x not in ("holds", "fails", "open") for x in s):
         return None
     n = s.count("holds")
