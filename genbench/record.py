@@ -463,7 +463,8 @@ class Record(Mapping[str, Any]):
     @property
     def verdicts(self) -> Mapping[str, Any]:
         """The verdicts over trainings (scores.verdicts): beats_recipe, adds_to_recipe, against_claim, each
-        {holds, trainings: [held, of], open (trainings whose interval contains 0), settled}."""
+        {holds, trainings: [held, of], open (trainings whose interval contains 0), settled, and for the two read
+        from an interval predicted (where the next training's interval is predicted to lie)}."""
         return _mapping(self.scores.get("verdicts")) or {}
 
     def verdict_over(self, key: str) -> dict[str, Any] | None:
@@ -472,9 +473,10 @@ class Record(Mapping[str, Any]):
         t = v.get("trainings") if v else None
         if not v or not isinstance(t, list) or len(t) != 2 or not all(isinstance(x, int) for x in t):
             return None
-        o = v.get("open")
+        o, p = v.get("open"), v.get("predicted")
+        ok = isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x) for x in p)
         return {"holds": v.get("holds") is True, "trainings": [int(t[0]), int(t[1])], "settled": v.get("settled") is True,
-                "open": o if isinstance(o, int) else 0}
+                "open": o if isinstance(o, int) else 0, "predicted": [float(p[0]), float(p[1])] if ok else None}
 
     @property
     def fit(self) -> Fit:

@@ -443,6 +443,33 @@ def test_every_shipped_score_lies_inside_its_interval_and_its_pooled_kfold_is_re
     assert checked > 200
 
 
+
+def test_every_shipped_verdict_over_trainings_is_what_the_rule_says_of_its_trainings_parts():
+    """A record's scores.verdicts are re-derived from its per-training parts (each training's intervals, its
+    difference with the recipe, its direction check) by the rule the records are made with, so records left behind
+    by a change of the rule fail here until they are re-scored (genbench leaderboard rescore)."""
+    from pathlib import Path
+
+    from genbench.record import Record
+    from genbench.scoring.trainings import VERDICTS, interval, said, verdict
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
+    checked = 0
+    for path in paths:
+        rec = Record(json.loads(path.read_text()))
+        if not rec.ok or rec.n_trainings < 2 or not rec.verdicts:
+            continue
+        parts = [rec.training_part(t) for t in range(rec.n_trainings)]
+        claim = (rec.scores.get("direction") or {}).get("claim")
+        for key in VERDICTS:
+            says = [said(key, vs_recipe=p["vs_recipe"], intervals=p["intervals"], refused=p["refused"],
+                         direction={"claim": claim, "against": p["against"]}) for p in parts]
+            ends = None if key == "against_claim" else [
+                interval(key, vs_recipe=p["vs_recipe"], intervals=p["intervals"], refused=p["refused"]) for p in parts]
+            assert rec.verdicts.get(key) == verdict(says, ends), (path.name, key)
+            checked += key in rec.verdicts
+    assert checked > 200
+
 # ---------------------------------------------------------------- the paired bootstrap behind the rank groups
 
 

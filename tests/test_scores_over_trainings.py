@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 from sklearn.metrics import r2_score
 
 import genbench as gb
@@ -17,7 +18,7 @@ from genbench.leaderboard.standings import paired_draws, rank_records
 from genbench.leaderboard.verdict import entry_verdict, zoo_verdict
 from genbench.record import Record
 from genbench.scoring.resample import percentile_interval, resample_weights
-from genbench.scoring.trainings import combine_draws, combine_scores, said, training_picks, verdict
+from genbench.scoring.trainings import combine_draws, combine_scores, predicted, said, training_picks, verdict
 
 N_BOOT = 200
 MEASURE = "norm.fro_prod"
@@ -58,6 +59,40 @@ def test_a_mean_outside_its_interval_is_refused_and_a_missing_training_score_too
 ])
 def test_a_verdict_is_settled_when_two_or_more_trainings_show_the_same(says, expected):
     assert verdict(says) == expected
+
+
+def test_the_next_trainings_interval_is_predicted_by_the_t_prediction_interval_of_each_end():
+    ends = [[0.01, 0.05], [0.02, 0.06], [0.03, 0.07]]
+    k = 4.30265273 * (4 / 3) ** 0.5  # t(0.975, 2) from a table, sqrt(1 + 1/3); both ends' sd are 0.01
+    assert predicted(ends) == pytest.approx((0.02 - 0.01 * k, 0.06 + 0.01 * k), rel=1e-8)
+    assert predicted([[0.01, 0.05]]) is None and predicted([[0.01, 0.05], [float("nan"), 0.1]]) is None
+
+
+@pytest.mark.parametrize("T", [2, 3, 5])
+def test_the_predicted_lower_end_bounds_a_new_trainings_lower_end_at_97_5_percent(T):
+    """Coverage by simulation: trainings' lower ends drawn normal; a new training's lower end lies above the
+    predicted bound from the T before it in 97.5% of the draws (the interval is a prediction interval, not the
+    mean's, which would cover far less)."""
+    rng = np.random.default_rng(T)
+    lo = rng.normal(0.02, 0.01, size=(40_000, T + 1))
+    bounds = np.array([predicted(np.c_[row[:T], row[:T] + 0.05])[0] for row in lo])
+    assert abs(np.mean(lo[:, T] >= bounds) - 0.975) < 0.004
+    mean_bound = lo[:, :T].mean(1) - stats.t.ppf(0.975, T - 1) * lo[:, :T].std(1, ddof=1) / np.sqrt(T)
+    assert np.mean(lo[:, T] >= mean_bound) < 0.965  # the mean's interval would not do
+
+
+@pytest.mark.parametrize("says, ends, settled", [
+    (["holds"] * 3, [[0.010, 0.03], [0.011, 0.03], [0.012, 0.03]], True),   # tight: the next starts above 0 too
+    (["holds"] * 3, [[0.001, 0.03], [0.010, 0.03], [0.020, 0.03]], False),  # spread: the next may start below 0
+    (["fails"] * 3, [[-0.05, -0.02], [-0.05, -0.021], [-0.05, -0.019]], True),
+    (["fails"] * 3, [[-0.05, -0.001], [-0.05, -0.02], [-0.05, -0.04]], False),
+    (["holds", "holds", "open"], [[0.01, 0.03], [0.01, 0.03], [-0.01, 0.03]], False),
+])
+def test_a_verdict_read_from_intervals_is_settled_only_when_the_next_training_is_predicted_to_show_it(says, ends,
+                                                                                                     settled):
+    v = verdict(says, ends)
+    assert v["settled"] is settled and v["predicted"] == list(predicted(ends))
+    assert verdict(says, [ends[0], None, ends[2]])["settled"] is False  # a training without an interval: no prediction
 
 
 @pytest.mark.parametrize("key, kw, expected", [
@@ -140,7 +175,16 @@ def test_the_verdicts_are_what_each_training_says(trained):
         v = rec.verdicts[key]
         n = says.count("holds")
         assert v["trainings"] == [n, 3] and v["open"] == says.count("open"), key
-        assert v["settled"] == (len(set(says)) == 1 and says[0] != "open"), key
+        same = len(set(says)) == 1 and says[0] != "open"
+        if key != "against_claim":  # read from intervals: the next training's predicted by hand (scipy's t)
+            iv = {"adds_to_recipe": [p["intervals"]["delta_r2"] for p in parts],
+                  "beats_recipe": [p["vs_recipe"][1:] for p in parts]}[key]
+            lo, hi = np.array(iv).T
+            k = stats.t.ppf(0.975, 2) * np.sqrt(4 / 3)
+            nxt = [lo.mean() - k * lo.std(ddof=1), hi.mean() + k * hi.std(ddof=1)]
+            assert v["predicted"] == pytest.approx(nxt, rel=1e-12), key
+            same = same and (nxt[0] > 0 if says[0] == "holds" else nxt[1] < 0)
+        assert v["settled"] == same, key
         assert v["holds"] == (2 * n > 3), key
 
 
@@ -151,9 +195,7 @@ def test_the_views_say_over_how_many_trainings_a_verdict_holds(trained):
     text = v.sentence()
     v_adds = rec.verdicts["adds_to_recipe"]
     held, of = v_adds["trainings"]
-    state = "settled" if v_adds["settled"] else "unsettled" + (
-        f": its interval contains 0 on {v_adds['open']}" if v_adds["open"] else "")
-    assert f"on {held} of {of} trainings, {state}" in text
+    assert f"on {held} of {of} trainings, {'settled' if v_adds['settled'] else 'unsettled'}" in text
     lines = entry_verdict(rec, ranked)
     each = ", ".join(f"{rec.training_part(t)['values']['kfold_r2']:.3f}" for t in range(3))
     assert f"mean over 3 trainings: {each}" in lines[0]
@@ -332,8 +374,11 @@ def test_an_absence_not_shown_on_every_training_reads_unsettled_with_where_it_is
     _, rec, _, _ = trained
     open_v = {"holds": False, "trainings": [0, 3], "open": 2, "settled": False}
     shown = {"holds": False, "trainings": [0, 3], "open": 0, "settled": True}
+    spread = {"holds": True, "trainings": [3, 3], "open": 0, "settled": False, "predicted": [-0.0021, 0.041]}
     for v, text in ((open_v, "on 0 of 3 trainings, unsettled: its interval contains 0 on 2"),
-                    (shown, "on 0 of 3 trainings, settled")):
+                    (shown, "on 0 of 3 trainings, settled"),
+                    (spread, "on 3 of 3 trainings, unsettled: a new training's interval is predicted within "
+                             "[-0.002, 0.041], which contains 0")):
         data = {**rec.data, "scores": {**rec.scores, "verdicts": {"adds_to_recipe": v}}}
         assert over(Record(data), "adds_to_recipe") == text
     old = {k: v for k, v in shown.items() if k != "open"}  # a record written before the count: none open

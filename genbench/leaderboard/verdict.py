@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import GenbenchError
 from ..record import Record, private_block, private_score
 from ..scoring.resample import percentile_interval
-from .format import DIGITS, number, rank_text
+from .format import DIGITS, interval, number, rank_text
 from .standings import _heldout_array, _check_pairable, by_zoo, paired_draws
 
 RECIPE = "baseline.hparams"
@@ -114,14 +114,20 @@ def _adds(r: Record, to: str = "it") -> str:
 
 def over(r: Record, key: str, before: str = "", after: str = "") -> str:
     """How a verdict of an entry scored on several trainings holds over them, for the views: 'on 3 of 3 trainings,
-    settled', 'on 2 of 3 trainings, unsettled' or 'on 0 of 3 trainings, unsettled: its interval contains 0 on 2' (not
-    shown either way there) between `before` and `after`; '' for an entry scored on one
+    settled', 'on 2 of 3 trainings, unsettled', 'on 0 of 3 trainings, unsettled: its interval contains 0 on 2' (not
+    shown either way there) or 'on 3 of 3 trainings, unsettled: a new training's interval is predicted within [-0.002,
+    0.041], which contains 0' (the next training may not show it) between `before` and `after`; '' for an entry scored on one
     training (or a record that does not state the verdict)."""
     v = r.verdict_over(key)
     if v is None or v["trainings"][1] < 2:
         return ""
     held, of = v["trainings"]
-    state = "settled" if v["settled"] else "unsettled" + (f": its interval contains 0 on {v['open']}" if v["open"] else "")
+    nxt, why = v["predicted"], ""
+    if v["open"]:
+        why = f": its interval contains 0 on {v['open']}"
+    elif not v["settled"] and held in (0, of) and nxt is not None:  # every training shows it; the next may not
+        why = f": a new training's interval is predicted within {interval(*nxt, digits=DIGITS)}, which contains 0"
+    state = "settled" if v["settled"] else "unsettled" + why
     return f"{before}on {held} of {of} trainings, {state}{after}"
 
 

@@ -1,6 +1,7 @@
 """Scores over trainings of one grid: the mean of a score over the trainings with a 95% interval that holds both
-the sampling of the grid's models and the training noise, and verdicts that are settled when every training shows the same.
-numpy only: the leaderboard combines the records' draws the same way.
+the sampling of the grid's models and the training noise, and verdicts that are settled when every training shows the same
+and the next training is predicted to. numpy at import (scipy only for a verdict's t quantile): the leaderboard
+combines the records' draws the same way.
 
 The interval is a two-stage bootstrap. The trainings of a grid share its models (the same grid points, data and
 resamples, training 0's table hash), so draw b resamples the models once (the same multiplicities on every training)
@@ -9,6 +10,7 @@ resample over the drawn trainings (`combine_draws`); the interval is the central
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,32 +57,64 @@ def combine_scores(points: Sequence[float], draws: np.ndarray, picks: np.ndarray
     return mean, iv, None
 
 
+def interval(key: str, *, vs_recipe: Sequence[float], intervals: Mapping[str, Sequence[float]],
+             refused: Mapping[str, str]) -> tuple[float, float] | None:
+    """The 95% interval one training's verdict is read from: beats_recipe, the paired interval of k-fold R^2 minus
+    the recipe's; adds_to_recipe, delta_r2's; None for against_claim (a yes/no check) or when there is none."""
+    if key == "beats_recipe":
+        iv = list(vs_recipe)[1:] if len(vs_recipe) == 3 else None
+    elif key == "adds_to_recipe":
+        iv = None if "delta_r2" in refused else intervals.get("delta_r2")
+    else:
+        return None
+    return None if iv is None else (float(iv[0]), float(iv[1]))
+
+
 def said(key: str, *, vs_recipe: Sequence[float], intervals: Mapping[str, Sequence[float]],
          refused: Mapping[str, str], direction: Mapping[str, Any] | None) -> str | None:
     """What one training's scores say of a verdict: "holds" (beats_recipe: the paired interval of k-fold R^2 minus
     the recipe's lies above 0; adds_to_recipe: delta_r2's interval lies above 0; against_claim: the direction
     check says it runs against its claim), "fails" (the interval lies below 0; the direction check says not),
     "open" (the interval contains 0: neither is shown), None (it cannot say: no recipe, no delta, no claim)."""
-    if key == "beats_recipe":
-        iv = list(vs_recipe)[1:] if len(vs_recipe) == 3 else None
-    elif key == "adds_to_recipe":
-        iv = None if "delta_r2" in refused else intervals.get("delta_r2")
-    else:
+    if key == "against_claim":
         if not direction or direction.get("claim") is None:
             return None
         return "holds" if direction.get("against") is True else "fails"
+    iv = interval(key, vs_recipe=vs_recipe, intervals=intervals, refused=refused)
     if iv is None:
         return None
     return "holds" if iv[0] > 0 else "fails" if iv[1] < 0 else "open"
 
 
-def verdict(s: Sequence[str | None]) -> dict[str, Any] | None:
-    """A verdict over trainings from what each says (`said`): it holds on the majority of them, and it is settled
-    when two or more trainings all show the same, so a verdict that is not shown on some training (its interval
-    contains 0 there: "open", counted) stays unsettled. None when a training could not say (e.g. no recipe to
-    compare with)."""
+def predicted(ends: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """Where a new training's 95% interval is predicted to lie, from T >= 2 trainings' intervals [lo_k, hi_k]: the
+    lower end of the 95% prediction interval of a new lo (mean(lo) - t(0.975, T-1) * sd(lo) * sqrt(1 + 1/T)) and the
+    upper end of that of a new hi, each end taken as normal and independent over trainings. It bounds, at 97.5% each,
+    where the next training's interval can start and end, so a verdict settled by it is one the next training shows."""
+    from scipy import stats
+
+    e = np.asarray(ends, float)
+    if e.ndim != 2 or e.shape[1] != 2 or len(e) < 2 or not np.isfinite(e).all():
+        return None
+    k = float(stats.t.ppf(0.975, len(e) - 1)) * math.sqrt(1 + 1 / len(e))
+    lo, hi = e[:, 0], e[:, 1]
+    return float(lo.mean() - k * lo.std(ddof=1)), float(hi.mean() + k * hi.std(ddof=1))
+
+
+def verdict(s: Sequence[str | None], ends: Sequence[Sequence[float] | None] | None = None) -> dict[str, Any] | None:
+    """A verdict over trainings from what each says (`said`) and, for the verdicts read from an interval, each
+    training's interval (`ends`, from `interval`): it holds on the majority of them, and it is settled when two or
+    more trainings all show the same (a verdict not shown on some training, its interval containing 0 there, "open"
+    and counted, stays unsettled) and, with `ends`, the next training is predicted to show it too (`predicted`, kept
+    in the verdict: its lower end above 0 for a verdict that holds, its upper end below 0 for one that fails). None
+    when a training could not say (e.g. no recipe to compare with)."""
     if not s or any(x not in ("holds", "fails", "open") for x in s):
         return None
     n = s.count("holds")
-    return {"holds": 2 * n > len(s), "trainings": [n, len(s)], "open": s.count("open"),
-            "settled": len(s) > 1 and (n == len(s) or s.count("fails") == len(s))}
+    settled = len(s) > 1 and (n == len(s) or s.count("fails") == len(s))
+    out = {"holds": 2 * n > len(s), "trainings": [n, len(s)], "open": s.count("open"), "settled": settled}
+    if ends is not None:
+        nxt = predicted([e for e in ends if e is not None]) if all(e is not None for e in ends) else None
+        out["predicted"] = None if nxt is None else [nxt[0], nxt[1]]
+        out["settled"] = settled and nxt is not None and (nxt[0] > 0 if n == len(s) else nxt[1] < 0)
+    return out
