@@ -54,6 +54,47 @@ def test_batched_searches_give_every_model_its_per_model_value(zoo_name, request
         assert per[name].tolist() == bat[name].tolist(), name  # the searches' decisions identical: equal radii
 
 
+class _Autograd(dict):
+    """A FlatStack's gradient nets with none for any stack size: its gradients go through autograd."""
+
+    def __contains__(self, n):
+        return True
+
+    def __getitem__(self, n):
+        return None
+
+
+def test_the_sharpness_gradients_of_a_nin_stack_are_hand_written_and_agree_with_autograd(nin_zoo, monkeypatch):
+    """The sharpness searches' gradient on a stacked 1-D NiN uses the family's hand-written backward
+    (StackedSignals.loss_gradient: no autograd graph); on every round of the searches it gives autograd's gradient
+    through the stacked forward (rtol 1e-4: another summation order) and the same training accuracy."""
+    from genbench.models.stacked_signals import StackedSignals
+
+    real, calls, rounds = batched_module.FlatStack.gradients, [], []
+    real_lg = StackedSignals.loss_gradient
+
+    def counted(self, *a, **kw):
+        calls.append(1)
+        return real_lg(self, *a, **kw)
+
+    def both(self, owners, us):
+        hand = real(self, owners, us)
+        kept, self._gradients = self._gradients, _Autograd()
+        ref = real(self, owners, us)
+        self._gradients = kept
+        for (g, acc), (g_ref, acc_ref) in zip(hand, ref):
+            assert acc == acc_ref
+            np.testing.assert_allclose(g.numpy(), g_ref.numpy(), rtol=1e-4, atol=1e-7 * float(g_ref.abs().max()))
+        rounds.append(len(hand))
+        return hand
+
+    monkeypatch.setattr(StackedSignals, "loss_gradient", counted)
+    monkeypatch.setattr(batched_module.FlatStack, "gradients", both)
+    df = gb.evaluate(["sharpness.flatness"], nin_zoo, models=nin_zoo.model_ids[:4], cache=False, progress=False)
+    assert df["sharpness.flatness:error"].isna().all()
+    assert rounds and calls  # the searches asked for gradients, and the hand-written pass answered them
+
+
 def test_the_bounds_that_share_a_search_reuse_the_batched_one(digits_zoo, tmp_path, stacks):
     """pacbayes.init / orig / flatness share one sigma search per model: one stack per shape group for all three."""
     ids = digits_zoo.model_ids[:6]

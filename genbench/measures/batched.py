@@ -30,19 +30,38 @@ MAX_CHUNK = 64          # networks per stacked pass at most
 Forward = Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor]
 
 
+def _plain(template: nn.Module) -> nn.Module | None:
+    """A copy of the BN-folded `template` whose family config says no batchnorm and no dropout (what the folded
+    model computes in eval mode), for the family's stacked networks; None where the family has none."""
+    config = getattr(template, "config", None)
+    has_norm = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in template.modules())
+    if not hasattr(template, "stacked_forward") or not isinstance(config, dict) or has_norm:
+        return None
+    plain = copy.deepcopy(template)
+    plain.config = {**config, "batchnorm": False, "dropout": 0.0}  # folded away; dropout is off in eval mode
+    return plain
+
+
 def stacked_forward(template: nn.Module, n: int) -> Forward:
     """forward(params with a leading axis of n networks, x (n, B, ...)) -> logits (n, B, classes) of BN-folded
     models shaped like `template`, eval mode: the family's stacked forward (without batchnorm: folded away), else
     the module vmapped over the network axis."""
-    config = getattr(template, "config", None)
-    has_norm = any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)) for m in template.modules())
-    if hasattr(template, "stacked_forward") and isinstance(config, dict) and not has_norm:
-        plain = copy.deepcopy(template)
-        plain.config = {**config, "batchnorm": False, "dropout": 0.0}  # folded away; dropout is off in eval mode
+    plain = _plain(template)
+    if plain is not None:
         fwd = plain.stacked_forward([{"dropout": 0.0}] * n, str(next(template.parameters()).device))
         return lambda p, x: fwd(p, {}, x, False)
     base = copy.deepcopy(template).eval()
     return vmap(lambda p, xx: functional_call(base, p, (xx,)))
+
+
+def stacked_loss_gradient(template: nn.Module, n: int) -> Any | None:
+    """The family's hand-written loss gradient of n stacked BN-folded networks shaped like `template`, where it
+    has one that also returns the logits (`loss_gradient`, models/stacked_signals.py); None: autograd through
+    `stacked_forward`."""
+    plain = _plain(template)
+    make = getattr(plain, "stacked_gradient", None)
+    net = None if make is None else make([{"dropout": 0.0}] * n, str(next(template.parameters()).device))
+    return net if hasattr(net, "loss_gradient") else None
 
 
 @torch.no_grad()
@@ -81,12 +100,18 @@ class FlatStack:
         self.same_data = same
         self.n = len(ys[0])  # examples per model
         self._forwards: dict[int, Forward] = {}
+        self._gradients: dict[int, Any] = {}
         self.chunk = max(1, min(MAX_CHUNK, CHUNK_BYTES // (min(self.n, EVAL_BATCH) * 4 * widest(template, xs[0][:1]))))
 
     def _forward(self, n: int) -> Forward:
         if n not in self._forwards:
             self._forwards[n] = stacked_forward(self.template, n)
         return self._forwards[n]
+
+    def _gradient(self, n: int) -> Any | None:
+        if n not in self._gradients:
+            self._gradients[n] = stacked_loss_gradient(self.template, n)
+        return self._gradients[n]
 
     def _params(self, owners: torch.Tensor, flats: torch.Tensor) -> dict[str, torch.Tensor]:
         n = len(owners)
@@ -123,8 +148,19 @@ class FlatStack:
         for a in range(0, len(owners), self.chunk):
             own, u = owners[a:a + self.chunk], us[a:a + self.chunk]
             w = torch.stack([self.fms[int(k)].w for k in own])
-            fwd = self._forward(len(own))
             grad, correct = torch.zeros_like(u), torch.zeros(len(own), dtype=torch.long)
+            net = self._gradient(len(own))
+            if net is not None:  # the family's hand-written gradient: no autograd graph
+                p = self._params(own, w + u.detach())
+                grads = {k: torch.empty_like(v) for k, v in p.items()}
+                for i in range(0, m, EVAL_BATCH):
+                    x, y = self._data(own, i)
+                    logits = net.loss_gradient(p, {}, x, y, grads, per=m)
+                    grad += torch.cat([grads[k].reshape(len(own), -1) for k in self.names], 1)
+                    correct += (logits.argmax(-1) == y).sum(1)
+                out += [(grad[k], int(correct[k]) / m) for k in range(len(own))]
+                continue
+            fwd = self._forward(len(own))
             for i in range(0, m, EVAL_BATCH):
                 x, y = self._data(own, i)
                 ui = u.detach().requires_grad_(True)

@@ -266,7 +266,7 @@ class StackedSignals:
                 if tape is not None:
                     tape.append(saved)
             elif isinstance(layer, Relu):
-                h = h.relu_() if tape is not None else h.relu()
+                h = h.relu_() if tape is not None or not torch.is_grad_enabled() else h.relu()  # h is this pass's own
                 if tape is not None:
                     tape.append(h)  # dropout may scale it in place: its zeros are the ReLU's or dropped units
             elif isinstance(layer, Drop):
@@ -287,14 +287,21 @@ class StackedSignals:
                 return logits
         raise ValueError("the layers of a stacked signal network end with a Head")
 
-    @torch.no_grad()
     def __call__(self, params: Params, buffers: Params, x: torch.Tensor, y: torch.Tensor, grads: Params) -> Params:
         """Write the gradient of the training loss (cross-entropy summed over the batch / batch size) into
         `grads`; batchnorm's running statistics are updated as the forward pass does."""
+        self.loss_gradient(params, buffers, x, y, grads)
+        return grads
+
+    @torch.no_grad()
+    def loss_gradient(self, params: Params, buffers: Params, x: torch.Tensor, y: torch.Tensor, grads: Params,
+                      per: int | None = None) -> torch.Tensor:
+        """Write the gradient of the cross-entropy summed over the batch / `per` (default: the batch size) into
+        `grads` (train mode: dropout, batchnorm's batch statistics) and return the logits (M, B, classes)."""
         tape: list = []
         logits = self.forward(params, buffers, x, True, tape)
         g = torch.softmax(logits, -1)
-        g.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(g[..., :1], -1.0)).div_(y.shape[1])
+        g.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(g[..., :1], -1.0)).div_(per or y.shape[1])
         x_head = tape.pop()
         h_shape = tape.pop()
         g = head_backward(g, x_head, h_shape, params, self.layers[-1], grads)
@@ -309,4 +316,4 @@ class StackedSignals:
                 g = norm_backward(g, saved, layer, grads)
             else:
                 g = conv_backward(g, saved, params, layer, grads, need_input=i > self.first_conv)
-        return grads
+        return logits
