@@ -444,6 +444,30 @@ def test_every_shipped_score_lies_inside_its_interval_and_its_pooled_kfold_is_re
 
 
 
+def _machine_paths(obj, where=""):
+    """Every string of a record that names an absolute path on the machine that made it (where, text)."""
+    import re
+    if isinstance(obj, dict):
+        return [hit for k, v in obj.items() for hit in _machine_paths(v, f"{where}.{k}")]
+    if isinstance(obj, list):
+        return [hit for i, v in enumerate(obj) for hit in _machine_paths(v, f"{where}[{i}]")]
+    if isinstance(obj, str) and re.search(r"(^|[\s=])/(work|root|home|tmp|Users|var|opt)/", obj):
+        return [(where, obj)]
+    return []
+
+
+def test_no_shipped_record_names_a_path_of_the_machine_that_made_it():
+    """A submission's path and command are relative to the checkout (submissions/NAME): records made with another
+    checkout on the path once recorded /work/main/submissions/NAME."""
+    from pathlib import Path
+
+    planted = {"submission": {"path": "/work/main/submissions/x"},
+               "provenance": {"command": "genbench submit /root/subs/x --zoo z"}}
+    assert [w for w, _ in _machine_paths(planted)] == [".submission.path", ".provenance.command"]
+    paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
+    found = [(p.name, hit) for p in paths for hit in _machine_paths(json.loads(p.read_text()))]
+    assert found == []
+
 def test_every_shipped_verdict_over_trainings_is_what_the_rule_says_of_its_trainings_parts():
     """A record's scores.verdicts are re-derived from its per-training parts (each training's intervals, its
     difference with the recipe, its direction check) by the rule the records are made with, so records left behind

@@ -75,6 +75,25 @@ def test_the_zoo_verdict_compares_the_best_measure_with_the_recipe_pairwise(nois
         assert "adds nothing to it (0.020 [-0.030, 0.070])" in text and "also adding to the recipe: m.best" in text
 
 
+def test_the_settled_additions_are_named_before_the_larger_unsettled_ones():
+    """Over trainings the sentence names what a new training is predicted to show first: a settled 0.06 before an
+    unsettled 0.09 (by the size of the delta alone, the other way round)."""
+    import copy
+    _, recs = _zoo(0.1, deltas={"m.best": 0.08, "m.other": 0.09})
+    other = next(r for r in recs if r["name"] == "m.other")
+    third = copy.deepcopy(other)
+    third["name"] = third["measure"] = "m.third"
+    third["scores"]["values"]["delta_r2"], third["scores"]["intervals"]["delta_r2"] = 0.06, [0.01, 0.11]
+    for rec, settled in ((other, False), (third, True)):
+        rec["scores"]["verdicts"] = {"adds_to_recipe": {"holds": True, "trainings": [3, 3], "open": 0,
+                                                        "settled": settled, "predicted": [0.004 if settled else -0.01, 0.2]}}
+    v = zoo_verdict("z", rank_records([*recs, third]))
+    assert [r.name for r in v.adds if r.name != "m.best"] == ["m.third", "m.other"]
+    text = v.sentence()
+    assert text.index("m.third 0.060") < text.index("m.other 0.090")
+    assert "m.other 0.090 [0.040, 0.140] (on 3 of 3 trainings, unsettled: a new training's interval is predicted within" \
+           " [-0.010, 0.200], which contains 0)" in text
+
 def test_without_a_recipe_record_the_sentence_says_so():
     _, recs = _zoo(0.1)
     recs = [r for r in recs if not r["baseline"]]

@@ -150,7 +150,8 @@ def zoo_verdict(zoo: str, recs: Sequence[Record]) -> Verdict:
         return v
     v.best = max(measures, key=lambda r: r.score("kfold_r2"))  # type: ignore[arg-type, return-value]
     v.recipe = next((r for r in ok if r.baseline and r.name == RECIPE and r.score("kfold_r2") is not None), None)
-    v.adds = sorted((r for r in measures if adds_to_recipe(r)), key=lambda r: -_delta(r)[0])
+    v.adds = sorted((r for r in measures if adds_to_recipe(r)),  # settled additions first, then the largest
+                    key=lambda r: (not (r.verdict_over("adds_to_recipe") or {}).get("settled"), -_delta(r)[0]))
     v.against = [r for r in measures if r.against_claim]
     if v.recipe is not None:
         v.difference = paired_difference(zoo, v.best, v.recipe)
