@@ -67,7 +67,8 @@ class _Autograd(dict):
 def test_the_sharpness_gradients_of_a_nin_stack_are_hand_written_and_agree_with_autograd(nin_zoo, monkeypatch):
     """The sharpness searches' gradient on a stacked 1-D NiN uses the family's hand-written backward
     (StackedSignals.loss_gradient: no autograd graph); on every round of the searches it gives autograd's gradient
-    through the stacked forward (rtol 1e-4: another summation order) and the same training accuracy."""
+    through the stacked forward (rtol 1e-4: another summation order) and the same training accuracy, also when the
+    training subsample is passed in several chunks."""
     from genbench.models.stacked_signals import StackedSignals
 
     real, calls, rounds = batched_module.FlatStack.gradients, [], []
@@ -90,6 +91,7 @@ def test_the_sharpness_gradients_of_a_nin_stack_are_hand_written_and_agree_with_
 
     monkeypatch.setattr(StackedSignals, "loss_gradient", counted)
     monkeypatch.setattr(batched_module.FlatStack, "gradients", both)
+    monkeypatch.setattr(batched_module, "EVAL_BATCH", 150)  # several chunks, the last one short: each scaled by 1/m
     df = gb.evaluate(["sharpness.flatness"], nin_zoo, models=nin_zoo.model_ids[:4], cache=False, progress=False)
     assert df["sharpness.flatness:error"].isna().all()
     assert rounds and calls  # the searches asked for gradients, and the hand-written pass answered them

@@ -490,7 +490,11 @@ def test_every_shipped_verdict_over_trainings_is_what_the_rule_says_of_its_train
                          direction={"claim": claim, "against": p["against"]}) for p in parts]
             ends = None if key == "against_claim" else [
                 interval(key, vs_recipe=p["vs_recipe"], intervals=p["intervals"], refused=p["refused"]) for p in parts]
-            assert rec.verdicts.get(key) == verdict(says, ends), (path.name, key)
+            stated, derived = rec.verdicts.get(key), verdict(says, ends)
+            if derived is not None and derived.get("predicted") is not None:  # scipy's t may move by an ulp
+                assert stated["predicted"] == pytest.approx(derived.pop("predicted"), rel=1e-12, abs=1e-15)
+                stated = {k: v for k, v in stated.items() if k != "predicted"}
+            assert stated == derived, (path.name, key)
             checked += key in rec.verdicts
     assert checked > 200
 

@@ -125,8 +125,9 @@ def over(r: Record, key: str, before: str = "", after: str = "") -> str:
     nxt, why = v["predicted"], ""
     if v["open"]:
         why = f": its interval contains 0 on {v['open']}"
-    elif not v["settled"] and held in (0, of) and nxt is not None:  # every training shows it; the next may not
-        why = f": a new training's interval is predicted within {interval(*nxt, digits=DIGITS)}, which contains 0"
+    elif not v["settled"] and held in (0, of):  # every training shows it; the next may not
+        why = (f": a new training's interval is predicted within {interval(*nxt, digits=DIGITS)}, which contains 0"
+               if nxt is not None else "")
     state = "settled" if v["settled"] else "unsettled" + why
     return f"{before}on {held} of {of} trainings, {state}{after}"
 

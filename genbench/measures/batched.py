@@ -56,8 +56,8 @@ def stacked_forward(template: nn.Module, n: int) -> Forward:
 
 def stacked_loss_gradient(template: nn.Module, n: int) -> Any | None:
     """The family's hand-written loss gradient of n stacked BN-folded networks shaped like `template`, where it
-    has one that also returns the logits (`loss_gradient`, models/stacked_signals.py); None: autograd through
-    `stacked_forward`."""
+    has one that also returns the logits (`loss_gradient`: the 1-D NiN's, models/stacked_signals.py); None: autograd
+    through `stacked_forward`."""
     plain = _plain(template)
     make = getattr(plain, "stacked_gradient", None)
     net = None if make is None else make([{"dropout": 0.0}] * n, str(next(template.parameters()).device))
@@ -148,7 +148,7 @@ class FlatStack:
         for a in range(0, len(owners), self.chunk):
             own, u = owners[a:a + self.chunk], us[a:a + self.chunk]
             w = torch.stack([self.fms[int(k)].w for k in own])
-            grad, correct = torch.zeros_like(u), torch.zeros(len(own), dtype=torch.long)
+            grad, correct = torch.zeros_like(u), torch.zeros(len(own), dtype=torch.long, device=u.device)
             net = self._gradient(len(own))
             if net is not None:  # the family's hand-written gradient: no autograd graph
                 p = self._params(own, w + u.detach())

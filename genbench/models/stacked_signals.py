@@ -1,4 +1,4 @@
-"""Stacked 1-D convolutional networks (cnn1d, the NiN on signals), channels last, with a hand-written backward.
+"""Stacked 1-D convolutional networks (the NiN on signals), channels last, with a hand-written backward.
 
 The M models of a shape group run as one network whose activations are (M, batch, length, channels): every
 convolution is a few batched matrix products over the models, every batchnorm a reduction over (batch, length).
@@ -266,7 +266,7 @@ class StackedSignals:
                 if tape is not None:
                     tape.append(saved)
             elif isinstance(layer, Relu):
-                h = h.relu_() if tape is not None or not torch.is_grad_enabled() else h.relu()  # h is this pass's own
+                h = h.relu_() if tape is not None or not torch.is_grad_enabled() else h.relu()  # a conv's or norm's output
                 if tape is not None:
                     tape.append(h)  # dropout may scale it in place: its zeros are the ReLU's or dropped units
             elif isinstance(layer, Drop):

@@ -114,6 +114,8 @@ def verdict(s: Sequence[str | None], ends: Sequence[Sequence[float] | None] | No
     settled = len(s) > 1 and (n == len(s) or s.count("fails") == len(s))
     out = {"holds": 2 * n > len(s), "trainings": [n, len(s)], "open": s.count("open"), "settled": settled}
     if ends is not None:
+        if len(ends) != len(s):
+            raise ValueError(f"verdict needs one interval per training: {len(ends)} for {len(s)} trainings")
         nxt = predicted([e for e in ends if e is not None]) if all(e is not None for e in ends) else None
         out["predicted"] = None if nxt is None else [nxt[0], nxt[1]]
         out["settled"] = settled and nxt is not None and (nxt[0] > 0 if n == len(s) else nxt[1] < 0)
