@@ -474,9 +474,9 @@ class Record(Mapping[str, Any]):
         if not v or not isinstance(t, list) or len(t) != 2 or not all(isinstance(x, int) for x in t):
             return None
         o, p = v.get("open"), v.get("predicted")
-        ok = isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x) for x in p)
+        ends = [finite(x) for x in p] if isinstance(p, list) and len(p) == 2 else [None]
         return {"holds": v.get("holds") is True, "trainings": [int(t[0]), int(t[1])], "settled": v.get("settled") is True,
-                "open": o if isinstance(o, int) else 0, "predicted": [float(p[0]), float(p[1])] if ok else None}
+                "open": o if isinstance(o, int) else 0, "predicted": None if None in ends else ends}
 
     @property
     def fit(self) -> Fit:

@@ -475,7 +475,7 @@ def test_every_shipped_verdict_over_trainings_is_what_the_rule_says_of_its_train
     from pathlib import Path
 
     from genbench.record import Record
-    from genbench.scoring.trainings import VERDICTS, interval, said, verdict
+    from genbench.scoring.trainings import VERDICTS, verdict_of
 
     paths = sorted((Path(__file__).resolve().parents[1] / "leaderboard" / "results").glob("*/*.json"))
     checked = 0
@@ -485,12 +485,10 @@ def test_every_shipped_verdict_over_trainings_is_what_the_rule_says_of_its_train
             continue
         parts = [rec.training_part(t) for t in range(rec.n_trainings)]
         claim = (rec.scores.get("direction") or {}).get("claim")
+        trainings = [{"vs_recipe": p["vs_recipe"], "intervals": p["intervals"], "refused": p["refused"],
+                      "direction": {"claim": claim, "against": p["against"]}} for p in parts]
         for key in VERDICTS:
-            says = [said(key, vs_recipe=p["vs_recipe"], intervals=p["intervals"], refused=p["refused"],
-                         direction={"claim": claim, "against": p["against"]}) for p in parts]
-            ends = None if key == "against_claim" else [
-                interval(key, vs_recipe=p["vs_recipe"], intervals=p["intervals"], refused=p["refused"]) for p in parts]
-            stated, derived = rec.verdicts.get(key), verdict(says, ends)
+            stated, derived = rec.verdicts.get(key), verdict_of(key, trainings)
             if derived is not None and derived.get("predicted") is not None:  # scipy's t may move by an ulp
                 assert stated["predicted"] == pytest.approx(derived.pop("predicted"), rel=1e-12, abs=1e-15)
                 stated = {k: v for k, v in stated.items() if k != "predicted"}

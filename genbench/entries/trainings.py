@@ -13,7 +13,7 @@ from ..defaults import OFFICIAL_ZOOS, TRAININGS, training_name, training_of
 from ..errors import GenbenchError
 from ..record import finite, values_block
 from ..scoring.spec import MeasureScores
-from ..scoring.trainings import METHOD, VERDICTS, combine_scores, interval, said, training_picks, verdict
+from ..scoring.trainings import METHOD, VERDICTS, combine_scores, training_picks, verdict_of
 from ..zoo.storage import Zoo, load_zoo
 
 COMBINED = ("adj_r2", "kfold_r2", "kfold_r2_free", "mse", "delta_r2", "tau", "psi", "cmi", "cmi_pgdl")
@@ -126,9 +126,7 @@ def trainings_block(zoos: Sequence[Zoo], scores: Sequence[MeasureScores], *, see
     block = {"grid": zoos[0].name, "of": len(zoos), "method": METHOD, "combined": combined,
              "zoos": [_per_training(z, s, i == 0, None if values is None else values[i])
                       for i, (z, s) in enumerate(zip(zoos, scores))]}
-    verdicts = {key: verdict([said(key, vs_recipe=s.vs_recipe, intervals=s.intervals, refused=s.refused,
-                                   direction=s.direction) for s in scores],
-                             None if key == "against_claim" else
-                             [interval(key, vs_recipe=s.vs_recipe, intervals=s.intervals, refused=s.refused)
-                              for s in scores]) for key in VERDICTS}
+    parts = [{"vs_recipe": s.vs_recipe, "intervals": s.intervals, "refused": s.refused, "direction": s.direction}
+             for s in scores]
+    verdicts = {key: verdict_of(key, parts) for key in VERDICTS}
     return block, {k: v for k, v in verdicts.items() if v is not None}

@@ -122,12 +122,12 @@ def over(r: Record, key: str, before: str = "", after: str = "") -> str:
     if v is None or v["trainings"][1] < 2:
         return ""
     held, of = v["trainings"]
-    nxt, why = v["predicted"], ""
+    why = ""
     if v["open"]:
         why = f": its interval contains 0 on {v['open']}"
-    elif not v["settled"] and held in (0, of):  # every training shows it; the next may not
-        why = (f": a new training's interval is predicted within {interval(*nxt, digits=DIGITS)}, which contains 0"
-               if nxt is not None else "")
+    elif not v["settled"] and held in (0, of) and v["predicted"]:  # every training shows it; the next may not
+        why = f": a new training's interval is predicted within {interval(*v['predicted'], digits=DIGITS)}, " \
+              "which contains 0"
     state = "settled" if v["settled"] else "unsettled" + why
     return f"{before}on {held} of {of} trainings, {state}{after}"
 

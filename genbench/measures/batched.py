@@ -149,24 +149,22 @@ class FlatStack:
             own, u = owners[a:a + self.chunk], us[a:a + self.chunk]
             w = torch.stack([self.fms[int(k)].w for k in own])
             grad, correct = torch.zeros_like(u), torch.zeros(len(own), dtype=torch.long, device=u.device)
-            net = self._gradient(len(own))
-            if net is not None:  # the family's hand-written gradient: no autograd graph
+            net = self._gradient(len(own))  # the family's hand-written gradient (no autograd graph), else autograd
+            if net is not None:
                 p = self._params(own, w + u.detach())
                 grads = {k: torch.empty_like(v) for k, v in p.items()}
-                for i in range(0, m, EVAL_BATCH):
-                    x, y = self._data(own, i)
-                    logits = net.loss_gradient(p, {}, x, y, grads, per=m)
-                    grad += torch.cat([grads[k].reshape(len(own), -1) for k in self.names], 1)
-                    correct += (logits.argmax(-1) == y).sum(1)
-                out += [(grad[k], int(correct[k]) / m) for k in range(len(own))]
-                continue
-            fwd = self._forward(len(own))
+            else:
+                fwd = self._forward(len(own))
             for i in range(0, m, EVAL_BATCH):
                 x, y = self._data(own, i)
-                ui = u.detach().requires_grad_(True)
-                logits = fwd(self._params(own, w + ui), x)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum") / m
-                grad += torch.autograd.grad(loss, ui)[0]
+                if net is not None:
+                    logits = net.loss_gradient(p, {}, x, y, grads, per=m)
+                    grad += torch.cat([grads[k].reshape(len(own), -1) for k in self.names], 1)
+                else:
+                    ui = u.detach().requires_grad_(True)
+                    logits = fwd(self._params(own, w + ui), x)
+                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum") / m
+                    grad += torch.autograd.grad(loss, ui)[0]
                 correct += (logits.detach().argmax(-1) == y).sum(1)
             out += [(grad[k], int(correct[k]) / m) for k in range(len(own))]
         return out

@@ -116,7 +116,17 @@ def verdict(s: Sequence[str | None], ends: Sequence[Sequence[float] | None] | No
     if ends is not None:
         if len(ends) != len(s):
             raise ValueError(f"verdict needs one interval per training: {len(ends)} for {len(s)} trainings")
-        nxt = predicted([e for e in ends if e is not None]) if all(e is not None for e in ends) else None
-        out["predicted"] = None if nxt is None else [nxt[0], nxt[1]]
+        nxt = predicted(ends) if all(e is not None for e in ends) else None
+        out["predicted"] = None if nxt is None else list(nxt)
         out["settled"] = settled and nxt is not None and (nxt[0] > 0 if n == len(s) else nxt[1] < 0)
     return out
+
+
+def verdict_of(key: str, trainings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The verdict `key` over trainings from each training's scores (a mapping with vs_recipe, intervals, refused
+    and direction, as `said` takes them): what each says and, for a verdict read from an interval, the intervals."""
+    says = [said(key, **t) for t in trainings]
+    if key == "against_claim":
+        return verdict(says)
+    return verdict(says, [interval(key, vs_recipe=t["vs_recipe"], intervals=t["intervals"], refused=t["refused"])
+                          for t in trainings])
