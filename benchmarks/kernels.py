@@ -1,9 +1,13 @@
 """The compute kernels of a piece of torch work, recorded and run again alone: the ceiling of batching it.
 
 `Kernels` records every matrix product and convolution (forward and backward) a block calls, with the shapes,
-strides and arguments it calls them with; `replayer` runs them again on fresh tensors (one step, all at once);
-`kernel_seconds` times each distinct call once per repeat and sums over how often it was made (a whole search:
-thousands of calls, too many to hold fresh tensors for at once). Used by train_anatomy.py and catalogue.py.
+strides and arguments it calls them with, and the seconds they took there (`seconds`: timed in place, on the
+activations the pass had just written, the time they would still take if everything around them were free);
+`replayer` runs them again on fresh tensors (one step, all at once); `kernel_seconds` times each distinct call once
+per repeat and sums over how often it was made (a whole search: thousands of calls, too many to hold fresh tensors
+for at once). Replayed alone, a call reads inputs in another state of the caches than in the pass: fresh tensors
+come from memory (slower than in place for a training step), a call repeated on the same tensors finds them in
+cache (faster than in place for a search's 16 MB activations). Used by train_anatomy.py and catalogue.py.
 """
 from __future__ import annotations
 
@@ -28,17 +32,23 @@ def _meta(a: Any) -> Any:
 
 class Kernels(TorchDispatchMode):
     """Every compute kernel called in the block (this thread): the op, and its arguments with tensors as
-    (shape, stride, dtype)."""
+    (shape, stride, dtype); `seconds`: the time they took, summed (the CPU runs each op to its end before
+    returning; on CUDA only the launches would be timed)."""
 
     def __init__(self):
         super().__init__()
         self.calls: list = []
+        self.seconds = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in KERNELS:
-            self.calls.append((func, tuple(_meta(a) for a in args),
-                               tuple(sorted((k, _meta(v)) for k, v in (kwargs or {}).items()))))
-        return func(*args, **(kwargs or {}))
+        if func.overloadpacket not in KERNELS:
+            return func(*args, **(kwargs or {}))
+        start = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.seconds += time.perf_counter() - start
+        self.calls.append((func, tuple(_meta(a) for a in args),
+                           tuple(sorted((k, _meta(v)) for k, v in (kwargs or {}).items()))))
+        return out
 
 
 def _fresh(a: Any) -> Any:

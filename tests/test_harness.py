@@ -137,6 +137,44 @@ def test_failures_are_recorded_per_model_and_the_run_goes_on(digits_zoo, tmp_pat
     assert by_id.loc[second, "test.raises"] == 1.0 or by_id.loc[second, "test.raises:error"]
 
 
+def test_each_measure_gets_its_own_model_copied_only_when_it_reads_it(digits_zoo, tmp_path, temp_measures,
+                                                                       monkeypatch):
+    import copy
+    import importlib
+
+    import torch
+
+    ev = importlib.import_module("genbench.harness.evaluate")
+
+    @temp_measures("test.a_vandal")
+    def vandal(ctx):
+        """Zeroes the weights it was given (a measure may do anything to its own copy)."""
+        with torch.no_grad():
+            for p in ctx.model.parameters():
+                p.zero_()
+        return 1.0
+
+    @temp_measures("test.b_reader")
+    def reader(ctx):
+        """Sums the weights: must see the trained ones whatever ran before it."""
+        return float(sum(p.detach().abs().sum() for p in ctx.model.parameters()))
+
+    @temp_measures("test.c_memo_only")
+    def memo_only(ctx):
+        """Reads only shared work: never copies the model."""
+        return ctx.memo("test.shared", lambda: 2.0)
+
+    ids = digits_zoo.model_ids[:2]
+    alone = gb.evaluate("test.b_reader", digits_zoo, models=ids, cache=False, progress=False)
+    copies = []
+    real = copy.deepcopy
+    monkeypatch.setattr(ev.copy, "deepcopy", lambda x, *a: copies.append(type(x).__name__) or real(x, *a))
+    both = gb.evaluate("test.*", digits_zoo, models=ids, cache=False, progress=False)
+    np.testing.assert_array_equal(both["test.b_reader"], alone["test.b_reader"])
+    assert (both["test.c_memo_only"] == 2.0).all()
+    assert len(copies) == 2 * len(ids)  # the vandal's and the reader's, not the memo reader's
+
+
 def test_cache_makes_reruns_free_and_resumes(digits_zoo, tmp_path, temp_measures):
     calls = []
 

@@ -220,8 +220,9 @@ def evaluate_chunk_cached(zoo: Zoo, ids: list[str], measures: list[Measure], cac
 
 def make_context(m: Measure, *, model: torch.nn.Module, train: TrainingSet, init_model: Any, memo: dict[Any, Any],
                  device: str = "cpu", seed: int = SEED, budget_s: float | None = BUDGET_S) -> MeasureContext:
-    """The context of measure `m` on one model: its own copy of the model, and only what `m` declared."""
-    return MeasureContext(model=copy.deepcopy(model), probe_layers=model.probe_layers(), device=device,
+    """The context of measure `m` on one model: its own copy of the model (made when it first reads it), and only
+    what `m` declared."""
+    return MeasureContext(model=lambda: copy.deepcopy(model), probe_layers=model.probe_layers(), device=device,
                           measure=m.name, needs=m.needs, seed=seed, budget_s=budget_s,
                           train=train if reads_data(m) else None,
                           init_model=init_model if "init_weights" in m.needs else None, memo=memo)

@@ -113,11 +113,13 @@ class FlatStack:
             self._gradients[n] = stacked_loss_gradient(self.template, n)
         return self._gradients[n]
 
-    def _params(self, owners: torch.Tensor, flats: torch.Tensor) -> dict[str, torch.Tensor]:
-        n = len(owners)
+    def _weights(self, flats: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The weights of each network (row of `flats`) by name, as views of `flats`."""
         chunks = flats.split([int(torch.Size(s).numel()) for s in self.shapes], dim=1)
-        p = {k: c.view(n, *s) for k, c, s in zip(self.names, chunks, self.shapes)}
-        return {**p, **{k: v[owners] for k, v in self.others.items()}}
+        return {k: c.view(len(flats), *s) for k, c, s in zip(self.names, chunks, self.shapes)}
+
+    def _params(self, owners: torch.Tensor, flats: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {**self._weights(flats), **{k: v[owners] for k, v in self.others.items()}}
 
     def _data(self, owners: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs (n, B, ...) and labels (n, B) of batch i (EVAL_BATCH examples from i) for these networks."""
@@ -150,16 +152,17 @@ class FlatStack:
             w = torch.stack([self.fms[int(k)].w for k in own])
             grad, correct = torch.zeros_like(u), torch.zeros(len(own), dtype=torch.long, device=u.device)
             net = self._gradient(len(own))  # the family's hand-written gradient (no autograd graph), else autograd
-            if net is not None:
+            if net is not None:  # the weights' gradients as views of one (networks, weights) buffer, biases left out
                 p = self._params(own, w + u.detach())
-                grads = {k: torch.empty_like(v) for k, v in p.items()}
+                flat = torch.empty_like(u)
+                grads = self._weights(flat)
             else:
                 fwd = self._forward(len(own))
             for i in range(0, m, EVAL_BATCH):
                 x, y = self._data(own, i)
                 if net is not None:
                     logits = net.loss_gradient(p, {}, x, y, grads, per=m)
-                    grad += torch.cat([grads[k].reshape(len(own), -1) for k in self.names], 1)
+                    grad += flat
                 else:
                     ui = u.detach().requires_grad_(True)
                     logits = fwd(self._params(own, w + ui), x)

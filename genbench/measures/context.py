@@ -28,12 +28,12 @@ def derive_seed(*parts: Any) -> int:
 class MeasureContext:
     """Everything a measure may use on one model; undeclared needs raise a clear error."""
 
-    def __init__(self, *, model: nn.Module, probe_layers: list[str], device: str = "cpu",
+    def __init__(self, *, model: Callable[[], nn.Module] | nn.Module, probe_layers: list[str], device: str = "cpu",
                  measure: str = "measure", needs: tuple[str, ...] = (), seed: int = SEED,
                  budget_s: float | None = None, train: TrainingSet | None = None,
                  init_model: Callable[[], nn.Module] | nn.Module | None = None,
                  memo: dict[Any, Any] | None = None):
-        self.model = model.eval()
+        self._model = model
         self.device = device
         self.probe_layers = list(probe_layers)
         self.measure = measure
@@ -67,6 +67,14 @@ class MeasureContext:
             raise BudgetExceeded(f"over its budget of {self.budget_s:g} s on this model")
 
     # --- weights ----------------------------------------------------------------------------------
+    @property
+    def model(self) -> nn.Module:
+        """The trained model, eval mode, this measure's own (made on first use: a measure that only reads shared
+        work never pays for the copy)."""
+        if not isinstance(self._model, nn.Module):
+            self._model = self._model()
+        return self._model.eval()
+
     @property
     def init_model(self) -> nn.Module:
         """The model at its initial weights, eval mode, on `device` (needs 'init_weights')."""

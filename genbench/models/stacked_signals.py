@@ -140,7 +140,8 @@ def conv_backward(g: torch.Tensor, h: torch.Tensor, p: Params, layer: Conv, grad
     m, cout, cin, k = w.shape
     b, length = h.shape[1], h.shape[2]
     g2 = g.reshape(m, -1, cout)
-    grads[layer.name + ".bias"].copy_(g2.sum(1))
+    if layer.name + ".bias" in grads:  # a caller that wants only the weights' gradient leaves the bias out
+        grads[layer.name + ".bias"].copy_(g2.sum(1))
     if k == 1 and layer.stride == 1:
         h2 = h.reshape(m, -1, cin)
         grads[layer.name + ".weight"].copy_(torch.bmm(g2.transpose(1, 2), h2).unsqueeze(-1))
@@ -226,7 +227,8 @@ def head_backward(g: torch.Tensor, x: torch.Tensor, h_shape: torch.Size, p: Para
     """Gradients of the head's weights and bias (into `grads`) and of the activation it read, shaped `h_shape`."""
     w = p[layer.name + ".weight"]
     m = w.shape[0]
-    grads[layer.name + ".bias"].copy_(g.sum(1))
+    if layer.name + ".bias" in grads:
+        grads[layer.name + ".bias"].copy_(g.sum(1))
     if layer.pool == "mean":
         grads[layer.name + ".weight"].copy_(torch.bmm(g.transpose(1, 2), x))
         dx = torch.bmm(g, w).div_(h_shape[2])
@@ -297,7 +299,8 @@ class StackedSignals:
     def loss_gradient(self, params: Params, buffers: Params, x: torch.Tensor, y: torch.Tensor, grads: Params,
                       per: int | None = None) -> torch.Tensor:
         """Write the gradient of the cross-entropy summed over the batch / `per` (default: the batch size) into
-        `grads` (train mode: dropout, batchnorm's batch statistics) and return the logits (M, B, classes)."""
+        `grads` (train mode: dropout, batchnorm's batch statistics) and return the logits (M, B, classes). A
+        convolution's or the head's bias missing from `grads` is not computed."""
         tape: list = []
         logits = self.forward(params, buffers, x, True, tape)
         g = torch.softmax(logits, -1)
