@@ -170,11 +170,13 @@ def conv_backward(g: torch.Tensor, h: torch.Tensor, p: Params, layer: Conv, grad
     return dh if dh.shape[2] == length else dh[:, :, :length].contiguous()
 
 
-def norm(h: torch.Tensor, p: Params, buffers: Params, layer: Norm, train: bool
+def norm(h: torch.Tensor, p: Params, buffers: Params, layer: Norm, train: bool, reuse: bool = False
          ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """The models' batchnorm on (M, B, L, C), running statistics updated in place in train mode (as
     nn.BatchNorm1d does); returns the output and what its backward needs (the centred input, 1/std, scale).
-    Mean, then the mean square of the centred input: torch.var_mean over the middle axis is some 30x slower."""
+    Mean, then the mean square of the centred input: torch.var_mean over the middle axis is some 30x slower.
+    `reuse` (no autograd, `h` the pass's own and needed by nothing after): the square and the output are written
+    over `h`, the same numbers without two new activations."""
     m, b, length, c = h.shape
     h2 = h.reshape(m, -1, c)
     gamma, beta = p[layer.name + ".weight"], p[layer.name + ".bias"]
@@ -183,14 +185,15 @@ def norm(h: torch.Tensor, p: Params, buffers: Params, layer: Norm, train: bool
         n = h2.shape[1]
         mean = h2.mean(1)
         centred = h2 - mean.unsqueeze(1)
-        var = torch.mul(centred, centred).mean(1)
+        free = h2 if reuse and h2.is_contiguous() else None
+        var = torch.mul(centred, centred, out=free).mean(1)
         rstd = (var + layer.eps).rsqrt()
         with torch.no_grad():
             mean_buf.mul_(1 - layer.momentum).add_(mean.detach(), alpha=layer.momentum)
             var_buf.mul_(1 - layer.momentum).add_(var.detach() * (n / max(n - 1, 1)), alpha=layer.momentum)
             buffers[layer.name + ".num_batches_tracked"].add_(1)
         a = gamma * rstd
-        out = torch.addcmul(beta.unsqueeze(1), centred, a.unsqueeze(1))
+        out = torch.addcmul(beta.unsqueeze(1), centred, a.unsqueeze(1), out=free)
         return out.view(m, b, length, c), (centred, rstd, a)
     a = gamma * (var_buf + layer.eps).rsqrt()
     out = torch.addcmul((beta - mean_buf * a).unsqueeze(1), h2, a.unsqueeze(1))
@@ -198,7 +201,8 @@ def norm(h: torch.Tensor, p: Params, buffers: Params, layer: Norm, train: bool
 
 
 def norm_backward(g: torch.Tensor, saved: tuple[torch.Tensor, ...], layer: Norm, grads: Params) -> torch.Tensor:
-    """Gradients of the batchnorm's scale and shift (into `grads`) and of its input (returned), train mode."""
+    """Gradients of the batchnorm's scale and shift (into `grads`) and of its input (returned, written over `g`
+    when it is contiguous: the backward pass's own), train mode."""
     centred, rstd, a = saved
     m, n, c = centred.shape
     g2 = g.reshape(m, n, c)
@@ -208,7 +212,8 @@ def norm_backward(g: torch.Tensor, saved: tuple[torch.Tensor, ...], layer: Norm,
     grads[layer.name + ".bias"].copy_(sum_g)
     k1 = a * rstd * dgamma / -n
     k0 = a * sum_g / -n
-    return torch.addcmul(k0.unsqueeze(1), g2, a.unsqueeze(1)).addcmul_(centred, k1.unsqueeze(1)).view(g.shape)
+    out = g2 if g2.is_contiguous() else None  # g is the backward pass's own: overwritten, element by element
+    return torch.addcmul(k0.unsqueeze(1), g2, a.unsqueeze(1), out=out).addcmul_(centred, k1.unsqueeze(1)).view(g.shape)
 
 
 def head(h: torch.Tensor, p: Params, layer: Head) -> tuple[torch.Tensor, torch.Tensor]:
@@ -264,7 +269,7 @@ class StackedSignals:
                     tape.append(h)
                 h = conv(h, p, layer)
             elif isinstance(layer, Norm):
-                h, saved = norm(h, p, buffers, layer, train)
+                h, saved = norm(h, p, buffers, layer, train, reuse=tape is not None)  # a conv's output
                 if tape is not None:
                     tape.append(saved)
             elif isinstance(layer, Relu):
@@ -310,11 +315,16 @@ class StackedSignals:
         g = head_backward(g, x_head, h_shape, params, self.layers[-1], grads)
         for i in range(len(self.layers) - 2, -1, -1):
             layer, saved = self.layers[i], tape.pop()
+            # g is this pass's own (each layer's backward returns a fresh tensor): updated in place where it is
+            # a plain block (the mean head's is an expanded view), the same numbers without a new activation
             if isinstance(layer, Drop):
                 if saved is not None:
-                    g = g * saved
+                    g = g.mul_(saved) if g.is_contiguous() else g * saved
             elif isinstance(layer, Relu):
-                g = torch.ops.aten.threshold_backward(g, saved, 0)
+                if g.is_contiguous():
+                    g = torch.ops.aten.threshold_backward.grad_input(g, saved, 0, grad_input=g)
+                else:
+                    g = torch.ops.aten.threshold_backward(g, saved, 0)
             elif isinstance(layer, Norm):
                 g = norm_backward(g, saved, layer, grads)
             else:
