@@ -148,11 +148,13 @@ def test_each_measure_gets_its_own_model_copied_only_when_it_reads_it(digits_zoo
 
     @temp_measures("test.a_vandal")
     def vandal(ctx):
-        """Zeroes the weights it was given (a measure may do anything to its own copy)."""
+        """Zeroes the weights it was given (a measure may do anything to its own copy, its mode included)."""
+        assert not ctx.model.training
+        ctx.model.train()
         with torch.no_grad():
             for p in ctx.model.parameters():
                 p.zero_()
-        return 1.0
+        return float(ctx.model.training)
 
     @temp_measures("test.b_reader")
     def reader(ctx):
@@ -171,6 +173,7 @@ def test_each_measure_gets_its_own_model_copied_only_when_it_reads_it(digits_zoo
     monkeypatch.setattr(ev.copy, "deepcopy", lambda x, *a: copies.append(type(x).__name__) or real(x, *a))
     both = gb.evaluate("test.*", digits_zoo, models=ids, cache=False, progress=False)
     np.testing.assert_array_equal(both["test.b_reader"], alone["test.b_reader"])
+    assert (both["test.a_vandal"] == 1.0).all()  # the mode it set stayed set
     assert (both["test.c_memo_only"] == 2.0).all()
     assert len(copies) == 2 * len(ids)  # the vandal's and the reader's, not the memo reader's
 

@@ -33,7 +33,7 @@ class MeasureContext:
                  budget_s: float | None = None, train: TrainingSet | None = None,
                  init_model: Callable[[], nn.Module] | nn.Module | None = None,
                  memo: dict[Any, Any] | None = None):
-        self._model = model
+        self._model = model.eval() if isinstance(model, nn.Module) else model
         self.device = device
         self.probe_layers = list(probe_layers)
         self.measure = measure
@@ -72,8 +72,8 @@ class MeasureContext:
         """The trained model, eval mode, this measure's own (made on first use: a measure that only reads shared
         work never pays for the copy)."""
         if not isinstance(self._model, nn.Module):
-            self._model = self._model()
-        return self._model.eval()
+            self._model = self._model().eval()  # once: a measure that sets another mode keeps it
+        return self._model
 
     @property
     def init_model(self) -> nn.Module:
