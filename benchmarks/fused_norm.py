@@ -44,9 +44,9 @@ def fused() -> tuple:
     """norm and norm_backward with their whole-activation math compiled (running statistics updated as before)."""
     fwd, bwd = torch.compile(_forward_math, dynamic=False), torch.compile(_backward_math, dynamic=False)
 
-    def norm(h, p, buffers, layer, train):
+    def norm(h, p, buffers, layer, train, reuse=False):
         if not train:
-            return original[0](h, p, buffers, layer, train)
+            return original[0](h, p, buffers, layer, train, reuse)
         m, b, length, c = h.shape
         n = b * length
         out, centred, rstd, a, mean, var = fwd(h.reshape(m, -1, c), p[layer.name + ".weight"], p[layer.name + ".bias"],

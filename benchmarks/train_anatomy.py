@@ -8,7 +8,7 @@ three things are timed in one process, in alternating rounds, each per model and
   forward, then the stacked optimizer);
 - `kernels`: the stacked step's compute kernels (matrix products and convolutions) timed in place, in rounds of
   their own (kernels.Kernels), and replayed alone at the shapes, strides and arguments the step calls them with, on
-  fresh tensors (which come from memory: slower than in the step, whose kernels read what the op before them wrote).
+  fresh tensors (which come from memory, where the step's kernels read what the op before them wrote).
 
 It prints stacked / one (the step's speed-up, data loading and augmentation left out on both sides), the kernels'
 share of the stacked step, and one / kernels in place: the speed-up if everything but the kernels (batchnorm, ReLU,
