@@ -7,7 +7,8 @@ activations the pass had just written, the time they would still take if everyth
 per repeat and sums over how often it was made (a whole search: thousands of calls, too many to hold fresh tensors
 for at once). Replayed alone, a call reads inputs in another state of the caches than in the pass: fresh tensors
 come from memory, a call repeated on the same tensors finds them in cache (0.7x its time in place for a search's
-16 MB activations); for a training step the two measured within 15% of each other, either way. Used by train_anatomy.py and catalogue.py.
+16 MB activations); for a training step the two measured within 15% of each other, either way. Used by
+train_anatomy.py and catalogue.py.
 """
 from __future__ import annotations
 

@@ -263,16 +263,14 @@ class StackedSignals:
         """Logits (M, B, classes). With `tape` (under no_grad) activations are overwritten in place and what the
         backward pass needs is appended to it."""
         h = self.inputs(x)
-        after_conv = False
-        for layer in self.layers:
-            prev_conv, after_conv = after_conv, isinstance(layer, Conv)
+        for prev, layer in zip([None, *self.layers], self.layers):
             if isinstance(layer, Conv):
                 if tape is not None:
                     tape.append(h)
                 h = conv(h, p, layer)
             elif isinstance(layer, Norm):
                 # written over only when h is a convolution's output (nothing on the tape, not the caller's x)
-                h, saved = norm(h, p, buffers, layer, train, reuse=tape is not None and prev_conv)
+                h, saved = norm(h, p, buffers, layer, train, reuse=tape is not None and isinstance(prev, Conv))
                 if tape is not None:
                     tape.append(saved)
             elif isinstance(layer, Relu):
