@@ -42,11 +42,10 @@ def _plain(template: nn.Module) -> nn.Module | None:
     return plain
 
 
-def stacked_forward(template: nn.Module, n: int) -> Forward:
+def stacked_forward(template: nn.Module, n: int, plain: nn.Module | None) -> Forward:
     """forward(params with a leading axis of n networks, x (n, B, ...)) -> logits (n, B, classes) of BN-folded
-    models shaped like `template`, eval mode: the family's stacked forward (without batchnorm: folded away), else
-    the module vmapped over the network axis."""
-    plain = _plain(template)
+    models shaped like `template`, eval mode: the family's stacked forward (without batchnorm: folded away, `plain`
+    = _plain(template)), else the module vmapped over the network axis."""
     if plain is not None:
         fwd = plain.stacked_forward([{"dropout": 0.0}] * n, str(next(template.parameters()).device))
         return lambda p, x: fwd(p, {}, x, False)
@@ -54,11 +53,10 @@ def stacked_forward(template: nn.Module, n: int) -> Forward:
     return vmap(lambda p, xx: functional_call(base, p, (xx,)))
 
 
-def stacked_loss_gradient(template: nn.Module, n: int) -> Any | None:
-    """The family's hand-written loss gradient of n stacked BN-folded networks shaped like `template`, where it
-    has one that also returns the logits (`loss_gradient`: the 1-D NiN's, models/stacked_signals.py); None: autograd
-    through `stacked_forward`."""
-    plain = _plain(template)
+def stacked_loss_gradient(template: nn.Module, n: int, plain: nn.Module | None) -> Any | None:
+    """The family's hand-written loss gradient of n stacked BN-folded networks shaped like `template` (`plain` =
+    _plain(template)), where it has one that also returns the logits (`loss_gradient`: the 1-D NiN's,
+    models/stacked_signals.py); None: autograd through `stacked_forward`."""
     make = getattr(plain, "stacked_gradient", None)
     net = None if make is None else make([{"dropout": 0.0}] * n, str(next(template.parameters()).device))
     return net if hasattr(net, "loss_gradient") else None
@@ -95,6 +93,7 @@ class FlatStack:
         states = [state(fm) for fm in fms]
         self.others = {k: torch.stack([st[k] for st in states]) for k in states[0]}
         self.template = template
+        self.plain = _plain(template)  # made once: the passes of each stack size share it
         same = all(torch.equal(x, xs[0]) and torch.equal(y, ys[0]) for x, y in zip(xs, ys))
         self.x, self.y = (xs[0], ys[0]) if same else (torch.stack(list(xs)), torch.stack(list(ys)))
         self.same_data = same
@@ -105,12 +104,12 @@ class FlatStack:
 
     def _forward(self, n: int) -> Forward:
         if n not in self._forwards:
-            self._forwards[n] = stacked_forward(self.template, n)
+            self._forwards[n] = stacked_forward(self.template, n, self.plain)
         return self._forwards[n]
 
     def _gradient(self, n: int) -> Any | None:
         if n not in self._gradients:
-            self._gradients[n] = stacked_loss_gradient(self.template, n)
+            self._gradients[n] = stacked_loss_gradient(self.template, n, self.plain)
         return self._gradients[n]
 
     def _weights(self, flats: torch.Tensor) -> dict[str, torch.Tensor]:
