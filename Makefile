@@ -36,7 +36,6 @@ sandbox:
 
 demo: install
 	$(BIN)/genbench zoo build mnist1d-demogen
-	$(BIN)/genbench zoo info mnist1d-demogen
 	$(BIN)/genbench evaluate '*' --zoo mnist1d-demogen
 	$(BIN)/genbench leaderboard --format table --html leaderboard/site
 

@@ -224,6 +224,32 @@ def test_the_evaluate_command_says_how_many_values_came_from_the_cache(digits_zo
     assert [r[:5] for r in rows] == [["test.cached", "scalar", n, "0", c] for c in ("0", n, "0")]
 
 
+def test_the_evaluate_command_shows_whole_names_and_each_measures_first_failure(digits_zoo, tmp_path,
+                                                                                temp_measures):
+    """On an 80-column terminal the table keeps every measure's name whole and the first failure is printed whole
+    below it (a column cut both to a few letters)."""
+    name, calls = "test.a_rather_long_measure_name", []
+
+    @temp_measures(name)
+    def fails_on_one(ctx):
+        """Fails on the second model it sees."""
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a planted failure whose message is long enough to be cut by a narrow table cell")
+        return 1.0
+
+    values = tmp_path / "v.parquet"
+    out = CliRunner().invoke(app, ["evaluate", name, "--zoo", "digits-mlp", "--out", str(values), "--device", "cpu"],
+                             env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.output.splitlines() if name in line and "\u2502" in line)
+    assert [c.strip() for c in row.split("\u2502") if c.strip()][:4] == [name, "scalar", str(len(digits_zoo) - 1), "1"]
+    df = gb.harness.load_values(values)
+    failed, error = next((m, e) for m, e in zip(df["model_id"], df[f"{name}:error"]) if isinstance(e, str))
+    assert "a planted failure" in error
+    assert f"{name}, first failure: {failed}: {error}" in " ".join(out.output.split())
+
+
 def test_bad_evaluate_input_is_named(digits_zoo):
     with pytest.raises(gb.GenbenchError, match="Did you mean"):
         gb.evaluate("margin.qrt_lgo", digits_zoo, progress=False)

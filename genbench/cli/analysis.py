@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
@@ -43,15 +43,22 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
                   cache=not no_cache, address=address)
     path = save_values(df, out or values_path(z.name), replace=out is None)  # never overwrites another zoo's --out
-    t = Table("measure", "kind", "ok", "failed", "cached", "seconds", "first failure",
-              title=f"{z.name}: {len(df)} models", caption="cached: values read from the value cache (computed "
-              "before by the same measure version and source on the same checkpoints); --no-cache recomputes them")
+    names = list(df.attrs["measures"])
+    t = Table(Column("measure", min_width=max(map(len, names), default=7), no_wrap=True),  # never cut a name short
+              "kind", "ok", "failed", "cached", "seconds", title=f"{z.name}: {len(df)} models",
+              caption="cached: values read from the value cache (computed before by the same measure version and "
+              "source on the same checkpoints); --no-cache recomputes them")
+    failures = []
     for name, info in df.attrs["measures"].items():
         errors = df[f"{name}:error"]
-        first = next((f"{mid}: {e}" for mid, e in zip(df["model_id"], errors) if e), "")
+        first = next((f"{mid}: {e}" for mid, e, bad in zip(df["model_id"], errors, errors.notna()) if bad), "")
         t.add_row(name, info["kind"], str(int(errors.isna().sum())), str(int(errors.notna().sum())),
-                  str(df.attrs["cached"].get(name, 0)), f"{df.attrs['seconds'].get(name, 0.0):.1f}", first[:80])
+                  str(df.attrs["cached"].get(name, 0)), f"{df.attrs['seconds'].get(name, 0.0):.1f}")
+        if first:
+            failures.append(f"  {name}, first failure: {first[:200]}")
     console.print(t)
+    for line in failures:  # below the table, whole: a column would cut them to a few letters on a narrow terminal
+        console.print(line, markup=False, highlight=False)
     console.print(f"values: {path}")
 
 
