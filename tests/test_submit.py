@@ -188,13 +188,21 @@ def test_unknown_zoo_and_builtin_entry_are_refused_before_anything_runs(tmp_path
 # ---------------------------------------------------------------- a good submission, through the CLI
 
 
-def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_path, digits_zoo):
+def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_path, digits_zoo, monkeypatch):
+    from genbench.entries.submit import supervise
+    monkeypatch.setattr(supervise, "POLL_S", 1.0)  # a watcher that looks seldom: stages must not wait for it
     results = tmp_path / "results"
     out = CliRunner().invoke(app, ["submit", str(TEMPLATE), "--zoo", "digits-mlp", "--results", str(results),
                                    "--no-audit", "--n-boot", "20", "--budget-s", "30", "--device", "cpu", *CLI_SANDBOX])
     assert out.exit_code == 0, out.output
     assert "conformance suite passed" in out.output and "adj R2" in out.output and "k-fold R2" in out.output
     text = " ".join(out.output.split())
+    # each stage is said when its first call is asked for, not when a watcher next looks: in the order they ran
+    said = [text.index(s) for s in ("-> running the conformance suite on 2 models on digits-mlp",
+                                    "-> [digits-mlp] conformance suite passed",
+                                    f"-> evaluating template.logit_margin on {len(digits_zoo)} models on digits-mlp",
+                                    "adj R2")]
+    assert said == sorted(said), text
     # the verdict: rank and group among the records ranked beside it, the recipe, what it adds, its direction
     assert "audit: skipped (--no-audit)" in text and "rank 1 of 1 measures, group 1 (k-fold R² " in text
     assert "no baseline.hparams record on digits-mlp to compare with: `genbench leaderboard baselines --zoo " \

@@ -289,7 +289,7 @@ class Worker:
         self.run = WorkerRun(Protocol())
         self.lock, self.problem = threading.Condition(), []
         self.tail: collections.deque = collections.deque(maxlen=30)
-        self.stage_now: str | None = None
+        self.stage_now: str | None = None  # the stage the user was last told
         self.closing = False
         check_submission_size(submission)
         self.log = OutputLog(_log_path(entry), echo)
@@ -333,6 +333,16 @@ class Worker:
         stages = self.run.stages  # one per call asked for: the pending call's, else the last one's
         return stages[min(len(p.results), len(stages) - 1)] if stages else "waiting for the harness"
 
+    def _tell_stage(self) -> None:
+        """Tell the user the stage when it changed since they were last told (called by whichever thread saw it
+        change first: a call's own thread, so that its stage is said before what the caller says after it)."""
+        with self.lock:
+            current = self.stage()
+            if current == self.stage_now:
+                return
+            self.stage_now = current
+        self.echo(current, "stage")
+
     def ready(self) -> dict[str, Any] | None:
         """The measure's metadata once measure.py is imported; None when the import failed (protocol.failed says
         why). WorkerGone when the worker was ended first."""
@@ -353,6 +363,7 @@ class Worker:
             self.run.asked_at.append(time.monotonic())
             self.run.budgets.append(budget_s)
             self.run.stages.append(stage)
+        self._tell_stage()
         try:
             send(self.ask_fd, task=k, **request)
         except OSError:
@@ -411,7 +422,7 @@ class Worker:
 
     def _watch(self) -> None:
         """The clocks and the memory cap, checked every POLL_S until the run ends."""
-        polls, shown = 0, None
+        polls = 0
         while True:
             time.sleep(POLL_S)
             polls += 1
@@ -420,14 +431,13 @@ class Worker:
                 p = self.run.protocol
                 if self.run.reason is not None or p.done or p.failed is not None or self.closing:
                     return
-                n, current = len(p.results), self.stage()
+                n = len(p.results)
                 pending = n < p.asked
                 since = self.run.asked_at[n] if pending else None
                 budget = self.run.budgets[n] if pending else None
                 importing_at = self.run.importing_at
-            if current != shown:
-                shown = current
-                self.echo(current, "stage")
+            self._tell_stage()
+            current = self.stage_now
             if self.problem:
                 self._give_up(f"broke the result protocol while {current}: {self.problem[0]}; only genbench's worker "
                               "writes to the result channel, so the submission tampered with it")
