@@ -97,6 +97,21 @@ def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):
     entries = {line.split()[2] for line in out.output.splitlines() if line.split()[:1] and
                (line.split()[0].isdigit() or line.split()[0].startswith("="))}
     assert entries == {"my_entry"}
+    # a row of the mean ranks across zoos: entry, its marks (* local, ! against its claim ...), mean rank, zoos
+    across = re.compile(r"^\s*(\S+)(?: [^\w\s(]+)*(?: \(base: mean place\))?\s+[\d.]+\s+\d+\s*$", re.M)
+    assert not across.findall(out.output)  # the shipped entries' mean ranks are not the user's
+    assert "across the official zoos: none of your records is on one" in " ".join(out.output.split())
+    for z in OFFICIAL_ZOOS:  # a record of the user's on both official zoos: its mean rank, and only its
+        rec = json.loads((SHIPPED / z / "margin.h1.json").read_text())
+        rec.update(name="my_entry", measure="my_entry")
+        block = (rec.get("trainings") or {}).get("combined") or rec["scores"]  # where the ranked score is read
+        block["values"]["kfold_r2"] += 1e-3
+        (mine / z).mkdir(parents=True)
+        (mine / z / "my_entry.json").write_text(json.dumps(rec))
+    both = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine), "--mine"], 200,
+               tmp_path)
+    assert both.exit_code == 0, both.output
+    assert across.findall(both.output) == ["my_entry"], both.output
     none = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--mine"], 200, tmp_path)
     assert "no local records" in none.output
     default = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine)], 200, tmp_path)

@@ -84,7 +84,8 @@ def leaderboard_cmd(ctx: typer.Context,
                 say(console, f"also: {', '.join(others)} (not official): --all shows every zoo, --zoo NAME one"
                     + (f"; {len(local)} of your local records are there: --mine" if len(local) else ""))
         else:
-            print_leaderboard(console, table, ranked, sort, notes, explain=explain or every or bool(zoo))
+            print_leaderboard(console, table, ranked, sort, notes, explain=explain or every or bool(zoo),
+                              local_only=mine)
     elif fmt is not None:
         sys.stdout.write(export_text(table, fmt, notes))
         if fmt != "markdown":  # csv and json are data: what they need said goes to stderr

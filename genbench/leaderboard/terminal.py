@@ -41,12 +41,12 @@ PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the offi
 
 
 def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
-                      *, explain: bool = True) -> None:
+                      *, explain: bool = True, local_only: bool = False) -> None:
     """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one, with the
     same labels; none that no entry has a value for) with the user's own records marked local, baselines marked
     `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
     are several, and once, the group rule, what a baseline is and how entries are named. Long text wraps: nothing
-    is cut."""
+    is cut. `local_only` (--mine): the mean ranks across zoos of the user's own records only."""
     for z, part in table.groupby("zoo", sort=False):  # the rows' order: the ranking's zoo order
         failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
         t, foot = zoo_table(console, str(z), part, sort, notes.hidden.get(str(z), {}))
@@ -63,6 +63,11 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
             say(console, f"{entry_cell(r)}{plain_text(sub)}: {plain_text(r['failure'] or 'no reason recorded')}",
                 indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
+    if local_only and not agg.empty and agg["zoos"].max() > 1:  # ranked among all, shown: the user's own
+        agg = agg[agg["local"].astype(bool)]
+        if agg.empty:
+            say(console, "across the official zoos: none of your records is on one; `genbench submit FOLDER` "
+                "without --zoo scores on the official zoos built here")
     if not agg.empty and agg["zoos"].max() > 1:  # complete official zoos only, as on the page
         names = {name: entry for (_, name), entry in entry_names(ranked).items()}
         t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
