@@ -58,7 +58,19 @@ def test_every_builtin_carries_citation_and_docstring():
     assert set(catalogue) <= set(names), sorted(set(catalogue) - set(names))
     for n in names:
         m = gb.get_measure(n)
-        assert m.citation and m.doc, n
+        assert m.citation and m.doc.endswith((".", ")", "]")), (n, m.doc)  # a whole summary, never its first line
+
+
+def test_a_measures_doc_is_its_whole_summary_paragraph(temp_measures):
+    @temp_measures("test.documented")
+    def documented(ctx):
+        """What it computes, in a summary
+        wrapped over two lines.
+
+        Details the listing leaves out."""
+        return 1.0
+
+    assert gb.get_measure("test.documented").doc == "What it computes, in a summary wrapped over two lines."
 
 
 def test_third_party_measures_are_discovered_through_entry_points(tmp_path, monkeypatch):

@@ -329,6 +329,9 @@ def test_zoo_list_shows_every_folder_with_its_state_and_info_says_partial(partia
     # recipes not built are listed too, with their role, their build time and the command that builds them
     assert rows["mnist1d-demogen"] == ("mnist1d-demogen demo not built ~2 min on 2 CPU cores: genbench zoo build "
                                        "mnist1d-demogen")
+    monkeypatch.setattr(cli.console, "width", 80)  # a narrow terminal: the commands wrap, none is cut short
+    narrow = runner.invoke(cli.app, ["zoo", "list"])
+    assert narrow.exit_code == 0 and "\u2026" not in narrow.output, narrow.output
     result = runner.invoke(cli.app, ["zoo", "info", "digits-mlp"])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())

@@ -26,6 +26,7 @@ def zoo_list() -> None:
 
     table = Table("name", "role", "state", "models", "note")
     table.columns[0].no_wrap = True
+    table.columns[4].overflow = "fold"  # a command to copy is broken over lines, never cut short
     for row in zoo_listing():
         table.add_row(*(escape(v) for v in row))
     console.print(table)

@@ -101,10 +101,10 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
         if name in _MEASURES and not replace:
             raise GenbenchError(f"a measure named {name!r} is already registered "
                                 f"(by {_MEASURES[name].fn.__module__}); pick another name or bump its version")
-        doc = (inspect.getdoc(fn) or "").strip().splitlines()
+        doc = " ".join((inspect.getdoc(fn) or "").strip().split("\n\n")[0].split())  # the summary, wrapped or not
         _MEASURES[name] = Measure(name=name, fn=fn, kind=kind, needs=needs, citation=citation, version=version,
                                   higher_means=higher_means, invariances=invariances, transform=transform,
-                                  doc=doc[0] if doc else "", source_hash=source_hash(fn), batched=batched)
+                                  doc=doc, source_hash=source_hash(fn), batched=batched)
         return fn
 
     return deco
