@@ -20,6 +20,11 @@ def test_score_shows_progress_and_ends_with_the_baselines_and_the_leaderboards_v
     assert out.index("[2/2] scored") < out.index("norm.fro_prod", out.index("[2/2] scored") + 30)
     for row in ("baseline.hparams", "baseline.train_loss", "baseline.train_acc"):
         assert row in out, out
+    # the recipe's own "adds" is refused: one dash and its footnote's number, as the footnote below writes it
+    recipe = next(line for line in out.splitlines() if line.split()[:1] == ["baseline.hparams"])
+    mark = re.search(r"\u2014+\[(\d)\]", recipe)
+    assert mark and mark.group(0) == f"\u2014[{mark.group(1)}]", recipe
+    assert f"\u2014[{mark.group(1)}] refused: baseline.hparams: adds to the recipe" in " ".join(out.split())
     # the verdict sentence, as the leaderboard words it: the best measure against baseline.hparams, paired
     text = " ".join(out.split())  # the console wraps long lines
     verdict = re.search(r"(No measure beats the recipe \(baseline\.hparams [0-9.]+\); the best measure, (\S+), "

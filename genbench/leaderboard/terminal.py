@@ -18,7 +18,7 @@ from ..scoring.spec import MeasureScores, score_label
 from ..text import plain_text, safe_text
 from .columns import score_spec
 from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
-from .format import BASELINE_RANK, MISSING, REFUSED, Footnotes, number, rank_text, score_cell
+from .format import BASELINE_RANK, MISSING, Footnotes, number, rank_text, score_cell
 from .standings import aggregate_table, zoo_title
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> Non
 
     def cell(s: MeasureScores, k: str) -> str:
         if k in s.refused:
-            return f"{REFUSED}{foot.mark(f'{s.measure}: {score_label(k)}: {s.refused[k]}')}"
+            return foot.mark(f"{s.measure}: {score_label(k)}: {s.refused[k]}")  # the dash and its footnote number
         iv = s.intervals.get(k, ()) if score_spec(k).interval or k == "kfold_r2" else ()
         return number(s.values.get(k), *iv, digits=score_spec(k).digits)
 
