@@ -593,8 +593,8 @@ def test_audit_plot_draws_one_series_per_arm_at_the_seed_means(fragility_zoo, co
     # PNG by extension; anything else is refused before the audit runs
     png = tmp_path / "curves.png"
     res = CliRunner().invoke(app, ["audit", controls["err"], "--zoo", str(fragility_zoo.root), "--control-models",
-                                   "0", "--plot", str(png)])
-    assert res.exit_code == 0, res.output
+                                   "0", "--plot", str(png)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0 and "\u2026" not in res.output, res.output  # at 80 columns nothing is cut short
     import matplotlib.image
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and matplotlib.image.imread(png).shape[0] > 100
     bad = CliRunner().invoke(app, ["audit", controls["err"], "--zoo", str(fragility_zoo.root), "--plot",

@@ -273,7 +273,8 @@ def print_audit(console: Console, report: FragilityReport, measure: str, zoo: st
     its notes, and the verdict."""
     admitted = ", ".join(f"{k} {v:.0%}" for k, v in report.admitted.items()) or "no twins"
     console.print(f"[bold]{measure}[/bold] on {zoo} ({report.form} form); admissible twin cells: {admitted}")
-    t = Table("part", "statistic", "value", "threshold (fails if)", "outcome", "detail",
+    t = Table("part", *(Column(c, overflow="fold") for c in ("statistic", "value", "threshold (fails if)", "outcome",
+                                                            "detail")),  # a long word wraps, never cut short
               title=f"fragility audit of {measure}")
     for c in report.checks:
         t.add_row(c.part, c.statistic, number(c.value), escape(c.threshold), _audit_outcome(c, report.missing),
