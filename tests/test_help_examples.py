@@ -2,6 +2,8 @@
 command without one fails here; `zoo info` never cuts a zoo's name or folder (item 9)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import typer
 
@@ -36,6 +38,23 @@ def test_every_command_has_an_example(monkeypatch, words):
     assert "Example: genbench " in text or "Examples: genbench " in text, text[-400:]
     example = text[text.index("Example"):]
     assert " ".join(words) in " ".join(example.split()), "the example runs another command"
+
+
+def measures_named(epilog: str) -> list[str]:
+    """The measure names and patterns ('family.variant', globs allowed) an example runs, files left out."""
+    tokens = (t.strip("'\"") for t in re.findall(r"[\w.*/'\"-]+", epilog))
+    return [t for t in tokens if re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z0-9_*]+", t)
+            and not re.search(r"\.(py|json|ya?ml|html|parquet|csv|png|md|txt|svg|h5)$", t)]
+
+
+@pytest.mark.parametrize("words", [p for p, c in ALL if measures_named(c.epilog or "")], ids=" ".join)
+def test_every_measure_an_example_names_is_registered(words):
+    """An example that runs `genbench audit margin.output` (no such measure) fails here."""
+    from genbench.measures import list_measures
+    epilog = dict(ALL)[words].epilog
+    assert all(list_measures(name) for name in measures_named(epilog)), epilog
+    assert measures_named("Example: genbench audit margin.output --zoo x; see measure.py") == ["margin.output"]
+    assert not list_measures("margin.output")  # the planted name is one the check refuses
 
 
 def test_a_command_without_an_example_is_caught(monkeypatch):

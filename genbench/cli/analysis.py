@@ -227,7 +227,7 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
         "values: never verified, never ranked officially; `genbench leaderboard` lists them apart)")
 
 
-@app.command("audit", epilog="Example: genbench audit margin.output")
+@app.command("audit", epilog="Example: genbench audit norm.path --zoo mnist1d-fragility")
 def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               zoo: str = typer.Option(AUDIT_ZOO, "--zoo", help="zoo name or folder (twins and learning curves)"),
               device: Device = None,

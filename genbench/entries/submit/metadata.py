@@ -248,7 +248,7 @@ def load_submission(path: str | Path) -> Submission:
     if (not isinstance(zoos, list) or not zoos or len(zoos) > MAX_ZOOS
             or not all(isinstance(z, str) and z.strip() for z in zoos)):
         raise _fail(file, "zoos", f"a non-empty list of zoo names (at most {MAX_ZOOS}; or leave the field out "
-                                  f"for {[DEFAULT_ZOO]})", zoos)
+                                  "to score on the official zoos built here)", zoos)
     for z in zoos:
         if not is_known_zoo(z.strip()):
             raise _fail(file, "zoos", "names of genbench's zoos, never a path or a Hub repository (a submission is "
