@@ -51,8 +51,9 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     failures = []
     for name, info in df.attrs["measures"].items():
         errors = df[f"{name}:error"]
-        first = next((f"{mid}: {e}" for mid, e, bad in zip(df["model_id"], errors, errors.notna()) if bad), "")
-        t.add_row(name, info["kind"], str(int(errors.isna().sum())), str(int(errors.notna().sum())),
+        bad = errors.notna()  # an ok model's error is None or NaN: notna tells them apart, truthiness does not
+        first = next((f"{mid}: {e}" for mid, e in zip(df["model_id"][bad], errors[bad])), "")
+        t.add_row(name, info["kind"], str(int((~bad).sum())), str(int(bad.sum())),
                   str(df.attrs["cached"].get(name, 0)), f"{df.attrs['seconds'].get(name, 0.0):.1f}")
         if first:
             failures.append(f"  {name}, first failure: {first[:200]}")
