@@ -43,13 +43,14 @@ def settled_counts(after: dict[str, dict]) -> None:
 
 
 def audit_moves(before: dict[str, dict], after: dict[str, dict]) -> None:
-    """Per audit label: entries with it before and after, and those that gained or lost it."""
-    both = [n for n in sorted(set(before) & set(after)) if not after[n].get("baseline")]
+    """Per audit label: built-ins with it before and after, and those that gained or lost it (the example
+    submissions are left out: the docs count the built-ins)."""
+    both = [n for n in sorted(set(before) & set(after)) if after[n].get("builtin") and not after[n].get("baseline")]
     zoos_before = Counter((before[n].get("audit") or {}).get("zoo") for n in both)
     zoos_after = Counter((after[n].get("audit") or {}).get("zoo") for n in both)
     pairs = [(n, labels(before[n]), labels(after[n])) for n in both]
     judged = [(n, a, b) for n, a, b in pairs if a is not None and b is not None]
-    print(f"audits: {len(both)} entries in both; audit zoos before {dict(zoos_before)}, after {dict(zoos_after)}; "
+    print(f"audits: {len(both)} built-ins in both; audit zoos before {dict(zoos_before)}, after {dict(zoos_after)}; "
           f"conclusive on both: {len(judged)}; the same verdict: {sum(a == b for _, a, b in judged)}")
     for n, a, b in pairs:
         if (a is None) != (b is None):

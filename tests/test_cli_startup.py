@@ -1,5 +1,6 @@
 """The command line starts fast: help, a misspelt command and the leaderboard on the shipped records import
-neither torch nor scikit-learn (each run in a fresh interpreter, since this one has imported them already)."""
+neither torch nor scikit-learn, and help not even pandas (each run in a fresh interpreter, since this one has imported
+them already)."""
 from __future__ import annotations
 
 import json
@@ -23,7 +24,8 @@ for argv in json.loads(sys.argv[1]):
         codes.append(0)
     except SystemExit as e:
         codes.append(e.code if isinstance(e.code, int) else 1)
-print("\\n" + json.dumps({"codes": codes, "torch": "torch" in sys.modules, "sklearn": "sklearn" in sys.modules}))
+print("\\n" + json.dumps({"codes": codes, "torch": "torch" in sys.modules, "sklearn": "sklearn" in sys.modules,
+                  "pandas": "pandas" in sys.modules}))
 """
 
 
@@ -53,20 +55,21 @@ def command_paths() -> list[list[str]]:
     (["lederboard"], "Did you mean 'leaderboard'"),
     (["zoo", "biuld"], "Did you mean 'build'"),
 ], ids=["help", "subcommand-help", "misspelt", "misspelt-subcommand"])
-def test_help_and_misspelt_commands_import_neither_torch_nor_sklearn(argv, shows):
+def test_help_and_misspelt_commands_import_neither_torch_nor_sklearn_nor_pandas(argv, shows):
     report, proc = run_cli(argv)
     assert shows in proc.stdout + proc.stderr
     assert report["codes"] == [2 if shows.startswith("Did you") else 0]
     assert not report["torch"], f"genbench {' '.join(argv)} imported torch"
     assert not report["sklearn"], f"genbench {' '.join(argv)} imported scikit-learn"
+    assert not report["pandas"], f"genbench {' '.join(argv)} imported pandas"
 
 
-def test_every_commands_help_imports_neither_torch_nor_sklearn():
+def test_every_commands_help_imports_neither_torch_nor_sklearn_nor_pandas():
     paths = command_paths()
     assert len(paths) > 15 and ["leaderboard", "push"] in paths and ["submit"] in paths
     report, _ = run_cli(*([*p, "--help"] for p in paths))
     assert report["codes"] == [0] * len(paths)
-    assert not report["torch"] and not report["sklearn"]
+    assert not report["torch"] and not report["sklearn"] and not report["pandas"]
 
 
 def test_leaderboard_on_the_shipped_records_imports_neither_torch_nor_sklearn():

@@ -10,7 +10,6 @@ from rich.table import Column, Table
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
-from ..leaderboard.terminal import print_audit, print_demogen_tables, print_scores
 from ..paths import check_writable
 from .app import app, console
 from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
@@ -129,6 +128,8 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     names = wanted or list(df.attrs.get("measures", {}))
     scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial,
                    progress=_progress(len(names)))
+    from ..leaderboard.terminal import print_demogen_tables, print_scores
+
     if table == "demogen":
         print_demogen_tables(console, scores, z.name)
     else:
@@ -151,7 +152,7 @@ def _progress(total: int) -> Callable[[str], None]:
 def _print_verdict(scores: Scores, z: ZooT, *, n_boot: int) -> None:
     """What `genbench leaderboard` says of the zoo, for these scores: its verdict sentence (against
     baseline.hparams, paired on the same resamples) and the baseline rows that need only the zoo's table."""
-    from ..leaderboard.terminal import say
+    from ..leaderboard.terminal import print_scores, say
     from ..leaderboard.verdict import zoo_verdict
     from ..record import Record
     from ..scoring.baselines import BASELINES, score_baselines
@@ -243,6 +244,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
     check_writable()
     from ..fileio import write_json_atomic
+    from ..leaderboard.terminal import print_audit
     from ..scoring import audit
     from ..scoring.audit import has_twins
     from ..zoo import load_zoo
