@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,9 @@ def check_writable(*folders: Path | None) -> None:
             raise GenbenchError(f"{what} {path} cannot be written: {existing} is a file, not a folder; {fix}")
         if not os.access(existing, os.W_OK | os.X_OK):
             raise GenbenchError(f"{what} {path} cannot be written: {existing} is not writable; {fix}")
+        try:  # os.access says yes to root everywhere, and knows nothing of /proc-like or full file systems
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as e:
+            raise GenbenchError(f"{what} {path} cannot be written: {existing} does not take a new file "
+                                f"({e.strerror or e}); {fix}") from None

@@ -392,3 +392,29 @@ def test_a_record_cites_a_commit_of_this_checkout_or_verify_says_so():
                           cwd=Path(__file__).parent).stdout.strip()
     assert known_commit(head) and known_commit(head[:12])
     assert not known_commit("0" * 40) and not known_commit("not-hex; rm -rf /") and not known_commit(None)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a /proc file system")
+def test_a_folder_that_takes_no_file_is_refused_at_once(monkeypatch, tmp_path):
+    """/proc takes no new file, even from root (for whom os.access says yes everywhere): the check before any work
+    and the value table's lock each say so in one line, instead of the lock waiting for a lock file it cannot
+    make (planted: the wait cut to 1 s would end in 'stayed locked by another genbench process')."""
+    from genbench.paths import check_writable
+
+    with pytest.raises(GenbenchError, match=r"cannot be written: /proc does not take a new file"):
+        check_writable(Path("/proc/values"))
+    monkeypatch.setattr(values_mod, "LOCK_TIMEOUT_S", 1.0)
+    df = pd.DataFrame({"model_id": ["m0"], "x": [1.0]})
+    start = time.monotonic()
+    with pytest.raises(GenbenchError, match=r"cannot write the value table /proc/v\.parquet") as err:
+        gb.harness.save_values(df, "/proc/v.parquet")
+    assert "\n" not in str(err.value) and time.monotonic() - start < 1.0
+    # each refused before its work (audit's --json and --plot ended in a traceback after minutes of work)
+    for argv in (["audit", "norm.params", "--zoo", "nowhere", "--json", "/proc/a.json"],
+                 ["audit", "norm.params", "--zoo", "nowhere", "--plot", "/proc/a.svg"],
+                 ["leaderboard", "baselines", "--zoo", "nowhere", "--results", "/proc/r"],
+                 ["leaderboard", "add", "nothing.json", "--to", "/proc/r"],
+                 ["zoo", "import", "pgdl", "nowhere", "--out", "/proc/z"],
+                 ["zoo", "import", "small-cnn-zoo", "nowhere", "--out", "/proc/z"]):
+        out = CliRunner().invoke(app, argv)
+        assert isinstance(out.exception, GenbenchError) and "/proc does not take a new file" in str(out.exception), argv

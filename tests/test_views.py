@@ -97,6 +97,7 @@ def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):
     entries = {line.split()[2] for line in out.output.splitlines() if line.split()[:1] and
                (line.split()[0].isdigit() or line.split()[0].startswith("="))}
     assert entries == {"my_entry"}
+    assert "margin.h3 also:" not in out.output  # the notes are the rows shown's: no alias note of a shipped entry
     # a row of the mean ranks across zoos: entry, its marks (* local, ! against its claim ...), mean rank, zoos
     across = re.compile(r"^\s*(\S+)(?: [^\w\s(]+)*(?: \(base: mean place\))?\s+[\d.]+\s+\d+\s*$", re.M)
     assert not across.findall(out.output)  # the shipped entries' mean ranks are not the user's

@@ -242,7 +242,7 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                                                   "error against train size, per arm) here: .svg or .png"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
-    check_writable()
+    check_writable(None, *(f.parent for f in (json_out, plot) if f is not None))  # before the audit's minutes
     from ..fileio import write_json_atomic
     from ..leaderboard.terminal import print_audit
     from ..scoring import audit

@@ -117,6 +117,7 @@ def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None,
     """Write the baseline rows: the gap predicted from the hyperparameters, from statistics of the weights, from
     every built-in scalar measure at once, and from the training loss and accuracy. A measure below baseline.hparams
     adds nothing the recipe said."""
+    check_writable(None, results)  # before any work
     from ..entries.trainings import default_trainings, training_zoos
     from ..zoo import load_zoo
 
@@ -269,6 +270,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
             raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parents[1]}), not from a "
                                 f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
+    check_writable(to)  # before any record is recomputed
     limits = _limits(max_n_boot, max_budget_s)
     refused = 0
     for path in records:

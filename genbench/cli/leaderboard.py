@@ -74,6 +74,7 @@ def leaderboard_cmd(ctx: typer.Context,
             say(console, "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")
             return
         table = table[table["local"].astype(bool)]
+        notes.aliases = view_notes([r for r in ranked if r.local], sort, records=records).aliases  # of rows shown
     official = [z for z in OFFICIAL_ZOOS if not table.empty and (table["zoo"] == z).any()]
     if fmt == "table":
         if official and not (zoo or every or mine or explain):

@@ -170,6 +170,7 @@ def zoo_import_pgdl(task_dir: Path = typer.Argument(..., help="PGDL task folder:
     accuracies checked against genbench's recomputation, the task's data stored with the zoo."""
     from ..zoo.importers.pgdl import import_pgdl
 
+    check_writable(None, out)  # before any model is rebuilt
     if not 0 <= tolerance < 1:
         raise GenbenchError(f"--tolerance must be in [0, 1), got {tolerance}")
     zoo = import_pgdl(task_dir, name=name, out=out, tolerance=tolerance)
@@ -198,6 +199,7 @@ def zoo_import_small_cnn_zoo(folder: Path = typer.Argument(..., help="a dataset 
     in torch, hyperparameters and recorded accuracies from metrics.csv.gz; no training data (weight-only measures)."""
     from ..zoo.importers.small_cnn_zoo import import_small_cnn_zoo
 
+    check_writable(None, out)  # before any model is rebuilt
     zoo = import_small_cnn_zoo(folder, dataset=dataset, limit=limit, step=step, name=name, out=out)
     skipped = zoo.manifest["imported"]["skipped"]
     console.print(f"imported the Small CNN Zoo at {folder} as zoo {zoo.name!r}: {len(zoo)} models in {zoo.root}"

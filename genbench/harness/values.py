@@ -32,7 +32,12 @@ def values_lock(path: str | Path) -> Path:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Hold the value table's file lock (released by the OS if this process dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # FileLock would take a lock file it cannot create for one held by another process, and wait
+        path.parent.mkdir(parents=True, exist_ok=True)
+        values_lock(path).touch()
+    except OSError as e:
+        raise GenbenchError(f"cannot write the value table {path}: {e.strerror or e} ({values_lock(path)}); "
+                            "write it to a folder you can write to") from None
     lock = FileLock(str(values_lock(path)), timeout=LOCK_TIMEOUT_S)
     try:
         lock.acquire()
