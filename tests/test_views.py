@@ -138,6 +138,14 @@ def test_help_lists_the_commands_in_the_order_of_the_work_and_flags_as_flags(mon
         assert "<bool>" not in text, args  # was `--no-audit <bool>`
     for args in (["leaderboard"], ["measures", "list"], ["measures", "check"]):
         assert "Example" in run(monkeypatch, [*args, "--help"], 100).output, args
+    # arguments in the usage line as click writes them, one value's type for a list (typer: {measures}..., <list[str]>)
+    evaluate = run(monkeypatch, ["evaluate", "--help"], 100).output
+    assert "evaluate [OPTIONS] MEASURES..." in evaluate
+    assert re.search(r"--models\s+<str> \(repeatable\)", evaluate) and re.search(r"measures\.\.\.\s+<str>\s", evaluate)
+    assert "score [OPTIONS] [MEASURES]..." in run(monkeypatch, ["score", "--help"], 100).output
+    for args in (["zoo", "build"], ["verify"], ["leaderboard"], ["leaderboard", "add"], ["submit"], ["measures", "list"]):
+        text = run(monkeypatch, [*args, "--help"], 100).output
+        assert "<list[" not in text and not re.search(r"Usage: .*\{", text), args
 
 
 def whole_words(text: str, names: list[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """The `genbench` command's typer apps, the root and its groups, and the one console; cli/'s modules add commands."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -8,7 +9,7 @@ import typer
 import typer.rich_utils
 from rich.console import Console
 from rich.text import Text
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 WORKFLOW = ("zoo", "measures", "evaluate", "score", "audit", "submit", "leaderboard", "verify")
 """The commands in the order of the work: get a zoo, write a measure, evaluate, score, audit, submit, rank, verify."""
@@ -23,12 +24,38 @@ class WorkflowGroup(TyperGroup):
 
 
 def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
-    """A boolean flag takes no value, so its help shows no type (typer would print `--no-audit <bool>`)."""
-    return None if self.is_flag else _value_type(self, ctx)
+    """A boolean flag takes no value, so its help shows no type (typer would print `--no-audit <bool>`); an option
+    taken several times shows its one value's type, `--zoo <str> (repeatable)`, not `<list[str]>`."""
+    if self.is_flag:
+        return None
+    shown = _value_type(self, ctx)
+    one = _one_of_list(shown)
+    return shown if one is None else f"{one} (repeatable)"
+
+
+def _argument_type(self: TyperArgument, ctx: click.Context) -> str | None:
+    """An argument of several values shows one value's type (its name already ends in '...')."""
+    shown = _argument_value_type(self, ctx)
+    return _one_of_list(shown) or shown
+
+
+def _one_of_list(shown: str | None) -> str | None:
+    """'<str>' for typer's '<list[str]>', None for any other type."""
+    found = re.fullmatch(r"<list\[(\w+)\]>", shown or "")
+    return f"<{found.group(1).lower()}>" if found else None
+
+
+def _usage_name(self: TyperArgument) -> str:
+    """An argument in the usage line as click writes it, RECIPE, [PATTERN] or RECORDS... (typer writes {recipe})."""
+    name = self.display_name_raw.upper()
+    return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
 
 
 _value_type = TyperOption.display_type_rich
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+_argument_value_type = TyperArgument.display_type_rich
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign]
+TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
 _help_text = typer.rich_utils._make_rich_text
 
 
