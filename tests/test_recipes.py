@@ -84,13 +84,13 @@ BASE = {"name": "r", "dataset": {"name": "digits"}, "family": "mlp", "grid": {"w
 
 @pytest.mark.parametrize("change,message", [
     ({"grid": {"width": 8}}, r"key 'grid.width': expected a non-empty list"),
-    ({"train": {"epoch": 3}}, r"Did you mean 'epochs'"),
+    ({"train": {"epoch": 3}}, r"unknown training key 'train.epoch'. Did you mean 'train.epochs'"),
     ({"family": "mpl"}, r"Did you mean 'mlp'"),
     ({"train": {"optimizer": "rmsprop"}}, r"key 'train.optimizer': expected one of"),
     ({"train": {"stop": {"metric": "val_acc", "threshold": 1}}}, r"key 'train.stop'"),
     ({"train": {"lr": -1}}, r"key 'train.lr': expected a positive number"),
     ({"grid": {"width": [8, 8]}}, r"distinct values"),
-    ({"twins": [{"name": "x", "scale": {"lrr": 10}}]}, r"Did you mean 'lr'"),
+    ({"twins": [{"name": "x", "scale": {"lrr": 10}}]}, r"unknown training key of twins\[0\] \(x\) 'lrr'. Did you mean 'lr'"),
     ({"extra": 1}, r"top-level key"),
 ])
 def test_malformed_recipes_name_the_key(change, message):

@@ -94,6 +94,19 @@ def test_the_settled_additions_are_named_before_the_larger_unsettled_ones():
     assert "m.other 0.090 [0.040, 0.140] (on 3 of 3 trainings, unsettled: a new training's interval is predicted within" \
            " [-0.010, 0.200], which contains 0)" in text
 
+def test_a_delta_without_an_interval_is_said_undecided_not_a_crash():
+    """Too few resamples (`genbench score --n-boot 5`) leave delta_r2 without an interval: the sentence says the entry
+    may or may not add to the recipe (it raised TypeError on float(None))."""
+    _, recs = _zoo(0.1, deltas={"m.best": 0.08})
+    best = next(r for r in recs if r["name"] == "m.best")
+    del best["scores"]["intervals"]["delta_r2"]
+    v = zoo_verdict("z", rank_records(recs))
+    assert v.adds == []  # an addition needs its interval above 0
+    assert "may or may not add to it (0.080: no interval" in v.sentence()
+    lines = entry_verdict(Record(best), rank_records(recs))
+    assert any(line.startswith("may or may not add to the recipe (0.080") for line in lines)
+
+
 def test_without_a_recipe_record_the_sentence_says_so():
     _, recs = _zoo(0.1)
     recs = [r for r in recs if not r["baseline"]]

@@ -91,9 +91,9 @@ class Verdict:
         return f"; on the private training: {told}{more}"
 
 
-def _delta(r: Record) -> tuple[float, float, float]:
+def _delta(r: Record) -> tuple[float, float | None, float | None]:
     lo, hi = r.interval("delta_r2")
-    return float(r.score("delta_r2")), float(lo), float(hi)  # type: ignore[arg-type]
+    return float(r.score("delta_r2")), lo, hi  # type: ignore[arg-type]
 
 
 def adds_to_recipe(r: Record) -> bool:
@@ -109,6 +109,9 @@ def _adds(r: Record, to: str = "it") -> str:
         return "has no delta to the recipe" + (f" ({why})" if why else "")
     if adds_to_recipe(r):
         return f"adds {_iv(*_delta(r))} to {to}{over(r, 'adds_to_recipe', ' (', ')')}"
+    if None in _delta(r)[1:]:
+        return (f"may or may not add to {to} ({_iv(*_delta(r))}: no interval, too few resamples or every one "
+                "alike)")
     return f"adds nothing to {to} ({_iv(*_delta(r))}{over(r, 'adds_to_recipe', '; ')})"
 
 
@@ -132,7 +135,7 @@ def over(r: Record, key: str, before: str = "", after: str = "") -> str:
     return f"{before}on {held} of {of} trainings, {state}{after}"
 
 
-def _iv(v: float, lo: float, hi: float) -> str:
+def _iv(v: float, lo: float | None, hi: float | None) -> str:
     return number(v, lo, hi, digits=DIGITS)
 
 

@@ -244,7 +244,8 @@ def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
         raise bad("train", "a mapping of training settings", given)
     for k in given:
         if k not in TRAIN_DEFAULTS:
-            raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key in {where}: train.")
+            raise did_you_mean(f"train.{k}", [f"train.{d}" for d in TRAIN_DEFAULTS], what="training key",
+                               hint=f"(in {where})")
     train.update(given)
     _check_train(train, grid, bad)
     twins = raw.get("twins") or []
@@ -255,7 +256,8 @@ def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
             raise bad(f"twins[{i}]", "a mapping with 'name' and 'scale' and/or 'set'", t)
         for k in list(t.get("scale", {})) + list(t.get("set", {})):
             if k not in TRAIN_DEFAULTS:
-                raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key in {where}: twins[{i}].")
+                raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key of twins[{i}] ({t['name']})",
+                                   hint=f"(in {where})")
     recipe = Recipe(name=raw["name"], version=int(raw.get("version", 1)), description=str(raw.get("description", "")),
                     seed=int(raw.get("seed", 0)), dataset=dict(raw["dataset"]), family=raw["family"], arch=dict(arch),
                     grid={k: list(v) for k, v in grid.items()}, train=train, twins=list(twins), text=text)
