@@ -247,7 +247,9 @@ def test_the_evaluate_command_shows_whole_names_and_each_measures_first_failure(
         """Fails on the second model it sees."""
         calls.append(1)
         if len(calls) == 2:
-            raise ValueError("a planted failure whose message is long enough to be cut by a narrow table cell")
+            raise ValueError("a planted failure whose message is long enough to be cut by a narrow table cell, "
+                             "and longer than the 200 characters the line was cut to, as genbench's own errors "
+                             "can be: rebuild the zoo (`genbench zoo build`) or download it again")
         return 1.0
 
     values = tmp_path / "v.parquet"
