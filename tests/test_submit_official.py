@@ -4,6 +4,7 @@ the official verdict, or says that the zoo is not official. Built on the tiny di
 (no real zoo is built)."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -67,7 +68,8 @@ def test_no_zoo_and_no_official_zoo_built_falls_back_to_the_demo_zoo_and_names_t
     assert "no official zoo is built here: scoring on the demo zoo digits-mlp, which is not official" in text
     for z in defaults.OFFICIAL_ZOOS:
         assert f"{z}: `genbench zoo get {z}`" in text, z
-    assert (tmp_path / "r" / "digits-mlp" / "plain.json").is_file()
+    record = json.loads((tmp_path / "r" / "digits-mlp" / "plain.json").read_text())
+    assert record["submission"]["zoos"] == []  # the record does not say submission.yaml named a zoo (it said the demo's)
     assert "not official: digits-mlp is not an official zoo" in text[text.rindex("record:"):]
 
 
@@ -99,6 +101,7 @@ def test_the_zoos_of_submission_yaml_are_kept(tmp_path, own_home):
     choice = choose_zoos(load_submission(folder))
     assert (choice.names, choice.source, choice.notes) == (("mnist1d-demogen",), "submission.yaml", ())
     assert choose_zoos(load_submission(TEMPLATE)).source != "submission.yaml"  # the template leaves it to submit
+    assert load_submission(TEMPLATE).zoos == () and load_submission(folder).zoos == ("mnist1d-demogen",)
     assert choose_zoos(load_submission(TEMPLATE), ["digits-mlp", "digits-mlp"]).names == ("digits-mlp",)
 
 

@@ -8,7 +8,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ class Submission:
     paper_url: str | None
     licence: str
     entry: str
-    zoos: tuple[str, ...] = field(default=(DEFAULT_ZOO,))
+    zoos: tuple[str, ...] = ()  # those submission.yaml names; () when it names none (choose_zoos picks them)
 
     @property
     def measure_file(self) -> Path:
@@ -244,8 +244,8 @@ def load_submission(path: str | Path) -> Submission:
                   MAX_LENGTH["entry"])
     if not _MEASURE.match(entry):
         raise _fail(file, "entry", "a measure name of the form 'family.variant' registered by measure.py", entry)
-    zoos = data.get("zoos", [DEFAULT_ZOO])
-    if (not isinstance(zoos, list) or not zoos or len(zoos) > MAX_ZOOS
+    zoos = data.get("zoos", [])
+    if "zoos" in data and (not isinstance(zoos, list) or not zoos or len(zoos) > MAX_ZOOS
             or not all(isinstance(z, str) and z.strip() for z in zoos)):
         raise _fail(file, "zoos", f"a non-empty list of zoo names (at most {MAX_ZOOS}; or leave the field out "
                                   "to score on the official zoos built here)", zoos)

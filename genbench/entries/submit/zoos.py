@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import yaml
-
 from ... import defaults
 from ...errors import GenbenchError
 from ...zoo.roles import build_estimate
-from .metadata import SUBMISSION_FILE, Submission
+from .metadata import Submission
 
 
 @dataclass(frozen=True)
@@ -35,15 +33,6 @@ def missing_line(missing: tuple[str, ...]) -> str:
     return f"official zoos not built here: {each}"
 
 
-def names_zoos(sub: Submission) -> bool:
-    """Whether the submission's submission.yaml names its zoos (its `zoos` field), rather than leaving the default."""
-    try:
-        data = yaml.safe_load((sub.folder / SUBMISSION_FILE).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return True  # load_submission read it a moment ago; if it cannot be read again, keep its zoos
-    return isinstance(data, dict) and "zoos" in data
-
-
 def official_built() -> tuple[list[str], list[str]]:
     """(built, missing): the official zoos with a complete build here, and the others."""
     from .api import known_zoo
@@ -62,7 +51,7 @@ def choose_zoos(sub: Submission, zoos: list[str] | None = None) -> ZooChoice:
     official: the line says so and how to get the official ones)."""
     if zoos:
         return ZooChoice(tuple(dict.fromkeys(zoos)), "command line")
-    if names_zoos(sub):
+    if sub.zoos:
         return ZooChoice(sub.zoos, "submission.yaml")
     built, missing = official_built()
     if built:
