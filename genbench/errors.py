@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
 from collections.abc import Iterable
+from typing import Any
 
 
 class GenbenchError(ValueError):
@@ -23,3 +26,17 @@ def did_you_mean(name: str, known: Iterable[str], *, what: str, hint: str = "") 
     if hint:
         msg += " " + hint
     return GenbenchError(msg)
+
+
+def check_seconds(what: str, value: Any) -> None:
+    """Refuse a time budget that is not a positive finite number (None: no budget); a zero, negative or nan budget
+    would turn every model into a failure."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                              or not (math.isfinite(value) and value > 0)):
+        raise GenbenchError(f"{what} must be a positive number, got {value!r}")
+
+
+def check_count(what: str, value: Any) -> None:
+    """Refuse a count (resamples, folds, repeats) that is not an integer of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise GenbenchError(f"{what} must be at least 1, got {value!r}")

@@ -418,3 +418,27 @@ def test_a_folder_that_takes_no_file_is_refused_at_once(monkeypatch, tmp_path):
                  ["zoo", "import", "small-cnn-zoo", "nowhere", "--out", "/proc/z"]):
         out = CliRunner().invoke(app, argv)
         assert isinstance(out.exception, GenbenchError) and "/proc does not take a new file" in str(out.exception), argv
+
+
+def test_the_python_api_names_bad_arguments(digits_zoo):
+    """The public functions refuse a wrong type or an impossible budget or count in one sentence, as the commands
+    do (they raised TypeError or AttributeError from deep inside, or ran with a negative budget)."""
+    values = gb.evaluate(["norm.params"], digits_zoo, progress=False)
+    for call, message in ((lambda: gb.load_zoo(123), "load_zoo takes a zoo's name, its folder or hf://ORG/NAME"),
+                          (lambda: gb.evaluate("norm.params", digits_zoo, models=5), "models takes model ids"),
+                          (lambda: gb.evaluate("norm.params", digits_zoo, models=[1]), "models takes model ids"),
+                          (lambda: gb.evaluate("norm.params", digits_zoo, budget_s=-1), "budget_s must be a positive"),
+                          (lambda: gb.evaluate("norm.params", digits_zoo, budget_s=float("nan")),
+                           "budget_s must be a positive"),
+                          (lambda: gb.score(None, digits_zoo), "score takes a value table"),
+                          (lambda: gb.score(values, digits_zoo, n_boot=0), "n_boot must be at least 1"),
+                          (lambda: gb.score(values, digits_zoo, k=1.5), "k must be at least 1")):
+        with pytest.raises(GenbenchError, match=message):
+            call()
+    assert list(gb.evaluate("norm.params", digits_zoo, models=np_ids(digits_zoo), budget_s=np.float32(5),
+                            progress=False)["model_id"]) == digits_zoo.model_ids[:2]
+
+
+def np_ids(zoo) -> np.ndarray:
+    """Two model ids as a numpy array: an iterable of strings is a list of ids too."""
+    return np.array(zoo.model_ids[:2])

@@ -1,14 +1,13 @@
 """The options several commands share, declared once, and the checks of their values."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 
-from ..errors import GenbenchError
+from ..errors import GenbenchError, check_count, check_seconds
 
 Device = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N (default: cuda if present)")]
 NBoot = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples for the 95% intervals")]
@@ -41,11 +40,9 @@ def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[st
     anything runs (a zero, negative or nan budget would turn every model into a failure, or a good record into a
     failure record)."""
     for flag, v in (seconds or {}).items():
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise GenbenchError(f"{flag} must be a positive number, got {v!r}")
+        check_seconds(flag, v)
     for flag, v in (counts or {}).items():
-        if v < 1:
-            raise GenbenchError(f"{flag} must be at least 1, got {v!r}")
+        check_count(flag, v)
 
 
 def overrides(pairs: list[str]) -> dict:

@@ -18,6 +18,7 @@ import torch
 from .. import remote
 from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
+from ..errors import check_seconds
 from ..measures.batched import shape_key
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
@@ -307,6 +308,7 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
     runs the per-model tasks on the Ray cluster at `address` (default: a running one, else a local one); an
     Executor object (harness/executor.py) runs them where it says."""
     from .executor import resolve_executor
+    check_seconds("budget_s", budget_s)
     ms = resolve_measures(measures)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     device = resolve_device(device)

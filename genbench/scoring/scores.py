@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import N_BOOT, SEED
-from ..errors import GenbenchError, did_you_mean
+from ..errors import GenbenchError, check_count, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from sklearn.base import clone
@@ -335,6 +335,11 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     `progress(name)` is called as each one is done, in the table's order. `resample_table`: the table hash whose
     resamples are drawn (a training of a grid is scored on training 0's, so that its trainings pair model for
     model); default the zoo's own."""
+    if not isinstance(values, pd.DataFrame):
+        raise GenbenchError(f"score takes a value table (the DataFrame gb.evaluate returns), got "
+                            f"{type(values).__name__}")
+    for what, count in (("n_boot", n_boot), ("k", k), ("repeats", repeats)):
+        check_count(what, count)
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
     if transform not in ("declared", *TRANSFORMS):

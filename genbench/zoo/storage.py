@@ -351,8 +351,12 @@ class Zoo:
         ids = self.model_ids
         if models is None:
             return ids
+        patterns = [models] if isinstance(models, str) else list(models) if isinstance(models, Iterable) else None
+        if patterns is None or not all(isinstance(p, str) for p in patterns):
+            raise GenbenchError(f"models takes model ids or glob patterns (a string or a list of strings), got "
+                                f"{models!r}")
         chosen: list[str] = []
-        for pat in [models] if isinstance(models, str) else list(models):
+        for pat in patterns:
             if any(ch in pat for ch in "*?["):
                 hits = [i for i in ids if fnmatch.fnmatchcase(i, pat)]
                 if not hits:
@@ -451,6 +455,8 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
              models: str | list[str] | None = None) -> Zoo:
     """Open a zoo by folder path, by name among the zoos built locally, or from the Hub as `hf://ORG/NAME`
     (at `revision`, default main; only the `models` matching these ids or glob patterns, default all)."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise GenbenchError(f"load_zoo takes a zoo's name, its folder or hf://ORG/NAME, got {name_or_path!r}")
     s = str(name_or_path)
     if s.startswith("hf://"):
         from .hub import download_zoo
