@@ -206,3 +206,15 @@ def test_readme_first_screen_says_how_to_start_and_performance_lives_in_its_own_
                if h.startswith("#")}
     links = re.findall(r"\]\(docs/performance\.md#([\w-]+)\)", readme)
     assert links and set(links) <= anchors
+
+
+def test_a_failure_records_reason_is_shown_whole(monkeypatch, tmp_path):
+    """pacbayes.marginal_likelihood's failure on the NiN zoo says why and what to do in about 300 characters; the views
+    cut it at 200, before the reason ('... (135 more characters)')."""
+    reason = json.loads((SHIPPED / "demogen-nin-mnist1d" / "pacbayes.marginal_likelihood.json").read_text())["failure"]
+    assert 200 < len(reason) <= 600 and reason.endswith("Leave this measure out for zoos of other families.")
+    for args in (["leaderboard", "--results", str(SHIPPED)],
+                 ["leaderboard", "--results", str(SHIPPED), "--zoo", "demogen-nin-mnist1d"]):
+        out = run(monkeypatch, args, 100, tmp_path)
+        assert out.exit_code == 0, out.output
+        assert reason in " ".join(out.output.split()) and "more characters" not in out.output, args

@@ -34,6 +34,7 @@ SHORT_CITATION = 32  # a citation the terminal cannot shorten to "Author et al. 
 NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
 FRAGILITY_WIDTH = 11  # the fragility column: its codes on one line ("fv ft fs db")
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
+FAILURE_LIMIT = 600  # characters of a failure record's reason: genbench's own reasons fit whole (200 cut them)
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
 PROVISIONAL_MARK = " ~"  # after an entry's name: provisional (fewer trainings than the official records)
 PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the official records; ranked by the mean over "
@@ -60,7 +61,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
             say(console, f"failed on {z}, not ranked:")
         for _, r in failed.iterrows():
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
-            say(console, f"{entry_cell(r)}{plain_text(sub)}: {plain_text(r['failure'] or 'no reason recorded')}",
+            say(console, f"{entry_cell(r)}{plain_text(sub)}: {plain_text(r['failure'] or 'no reason recorded', limit=FAILURE_LIMIT)}",
                 indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
     if local_only and not agg.empty and agg["zoos"].max() > 1:  # ranked among all, shown: the user's own
@@ -413,7 +414,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
         failed = table[(table["zoo"] == z) & (table["status"] != "ok")]
         if not failed.empty:
             say(console, f"failed on {z}, not ranked: " + "; ".join(
-                f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded')}" for _, r in failed.iterrows()),
+                f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded', limit=FAILURE_LIMIT)}"
+                for _, r in failed.iterrows()),
                 indent=2)
     say(console, SHORT_LEGEND)
     if shape[2]:
