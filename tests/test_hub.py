@@ -358,6 +358,18 @@ def test_bad_hub_input_is_named(published, hub_env, digits_zoo):
     assert result.exit_code != 0 and "no dataset repo genbench/nope" in str(result.exception)
 
 
+def test_an_unreachable_hub_is_said_in_one_line(published, hub_env, monkeypatch):
+    """Online, with nothing listening at HF_ENDPOINT and the repo not cached: one line that names the server and
+    the way out (huggingface_hub's own message is three lines about the internet connection)."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("HF_ENDPOINT", dead)
+    with pytest.raises(gb.GenbenchError) as err:
+        gb.load_zoo(f"hf://{REPO}", models="w16_bn0_ln0.0_s0")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"could not reach {dead} to download {REPO}")
+    assert "HF_HUB_OFFLINE=1" in text
+
+
 @pytest.fixture
 def fake_hfapi(hub, monkeypatch):
     """HfApi replaced by the recording fake, as the CLI would construct it."""

@@ -94,7 +94,10 @@ def _snapshot(repo_id: str, revision: str, patterns: list[str], *, force: bool =
             raise GenbenchError(f"HF_HUB_OFFLINE is set and {repo_id} (revision {revision}) is not complete in the "
                                 f"local HF cache: download it once online (`genbench zoo download {repo_id}`), "
                                 "or unset HF_HUB_OFFLINE") from None
-        raise GenbenchError(f"could not download {repo_id} from {where}: {e}") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GenbenchError(f"could not reach {where} to download {repo_id} ({first}) and it is not in the local HF "
+                            "cache: check the network (HF_ENDPOINT names the server), or run this where the Hub "
+                            "can be reached and set HF_HUB_OFFLINE=1 here to use the downloaded copy") from None
     except Exception as e:  # network and server failures: one readable line, not a traceback
         raise GenbenchError(f"could not download {repo_id} (revision {revision}) from {where}: "
                             f"{type(e).__name__}: {e}") from e
