@@ -66,8 +66,11 @@ def test_get_refuses_a_tampered_upload(hub, digits_zoo, fresh, monkeypatch):  # 
 def test_get_builds_the_zoo_when_the_hub_is_unreachable(digits_zoo, fresh, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     results = _records(fresh / "results", "digits-mlp", digits_zoo.table_sha256)
-    zoo, how = gbhub.get_zoo("digits-mlp", results=results, progress=False)
+    said = []
+    zoo, how = gbhub.get_zoo("digits-mlp", results=results, progress=False, note=said.append)
     assert how == "built" and zoo.table_sha256 == digits_zoo.table_sha256
+    assert len(said) == 1 and said[0].startswith("no download of genbench/digits-mlp (could not reach http://127.0.0.1:")
+    assert said[0].endswith("digits-mlp is built here instead (it takes seconds)")  # why, and how long
 
 
 def test_get_refuses_a_name_that_is_not_one_of_genbenchs_zoos(fresh):

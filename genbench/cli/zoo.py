@@ -232,7 +232,7 @@ def zoo_get(name: str = typer.Argument(..., help="one of genbench's zoos (a reci
     built; refused when its table hash differs from the one the shipped records cite."""
     from ..zoo.hub import get_zoo
 
-    zoo, how = get_zoo(name)
+    zoo, how = get_zoo(name, note=lambda text: console.print(text, markup=False, highlight=False))
     console.print(f"zoo {zoo.name!r} ({how}): {len(zoo)} models in {zoo.root}, table sha256 "
                   f"{zoo.table_sha256[:12]}...", markup=False, highlight=False)
 

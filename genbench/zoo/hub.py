@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -260,15 +260,17 @@ def cited_table_hashes(name: str, results: str | Path | None = None) -> set[str]
     return hashes
 
 
-def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = True) -> tuple[Zoo, str]:
+def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = True,
+            note: Callable[[str], None] | None = None) -> tuple[Zoo, str]:
     """The official copy of one of genbench's zoos in $GENBENCH_HOME/zoos/NAME: downloaded from its canonical Hub
-    repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built; a zoo whose
-    table hash differs from the one the records cite is refused. Returns (zoo, 'present'|'downloaded'|'built')."""
+    repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built (`note` is told
+    why, and how long building takes); a zoo whose table hash differs from the one the records cite is refused.
+    Returns (zoo, 'present'|'downloaded'|'built')."""
     import shutil
 
     from ..paths import zoos_dir
     from .build import build_zoo
-    from .roles import recipe_of
+    from .roles import build_time, recipe_of
 
     found = recipe_of(name)
     if found is None:
@@ -287,7 +289,7 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
     if (dest / MANIFEST).is_file():
         return checked(Zoo(dest), "present")
     repo_id = canonical_repo(name)
-    zoo = None
+    zoo, why = None, ""
     for revision in [table_tag(h) for h in sorted(cited)] + [None]:
         try:
             zoo = download_zoo(repo_id, revision=revision)
@@ -295,9 +297,13 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
         except GenbenchError as e:
             if "do not match zoo.json" in str(e):
                 raise  # a damaged copy on the Hub is reported, not silently rebuilt
-        except Exception:  # noqa: BLE001  unreachable Hub, no such repo or tag: build it instead
+            why = why or str(e)
+        except Exception as e:  # noqa: BLE001  unreachable Hub, no such repo or tag: build it instead
+            why = why or f"{type(e).__name__}: {e}"
             continue
     if zoo is None:
+        if note is not None:
+            note(f"no download of {repo_id} ({why}): {name} is built here instead (it takes {build_time(name)})")
         grid, k = found
         return checked(build_zoo(grid, training=k, progress=progress), "built")
     checked(zoo, f"downloaded from {repo_id} (commit {zoo.revision})")
