@@ -91,7 +91,11 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                       "`genbench leaderboard add RECORD` verifies it and adds it to them", markup=False,
                       highlight=False)
     records = [Record.read(path) for path in paths]
-    line = official_verdict(sub.name, [r.zoo_name for r in records], ranked, folder)
+    if paths and failed == len(paths):  # nothing to rank: what to do is to fix the measure, not to go elsewhere
+        line = (f"no record was scored: fix what the FAILED line{'s' if failed > 1 else ''} above "
+                f"say{'' if failed > 1 else 's'}, then run `genbench submit {plain_text(folder, limit=None)}` again")
+    else:
+        line = official_verdict(sub.name, [r.zoo_name for r in records], ranked, folder)
     console.print(line, style="green" if line.startswith("official verdict: mean rank") else "yellow",
                   highlight=False, markup=False)
     if failed:
