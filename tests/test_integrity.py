@@ -442,3 +442,34 @@ def test_the_python_api_names_bad_arguments(digits_zoo):
 def np_ids(zoo) -> np.ndarray:
     """Two model ids as a numpy array: an iterable of strings is a list of ids too."""
     return np.array(zoo.model_ids[:2])
+
+
+def test_ctrl_c_says_in_one_line_what_is_kept_and_exits_130(digits_zoo, tmp_path):
+    """SIGINT in the middle of an evaluation: typer turned it into a silent exit 130; now one line on stderr says
+    that nothing half-written is left and that running the command again goes on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    child = (
+        "import sys, time\n"
+        "import genbench as gb\n"
+        "@gb.register_measure('test.slow', higher_means='larger_gap')\n"
+        "def slow(ctx):\n"
+        "    '''Sleeps: the test interrupts it.'''\n"
+        "    print('started', flush=True)\n"
+        "    time.sleep(60)\n"
+        "    return 1.0\n"
+        f"sys.argv = ['genbench', 'evaluate', 'test.slow', '--zoo', {str(digits_zoo.root)!r}, '--no-cache',\n"
+        f"            '--out', {str(tmp_path / 'v.parquet')!r}, '--device', 'cpu']\n"
+        "from genbench.cli import main\n"
+        "main()\n")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout.readline().strip() == "started"  # inside the measure
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: every file is written whole" in " ".join(err.split()) and "Traceback" not in err
+    assert not (tmp_path / "v.parquet").exists()  # no value table half-written

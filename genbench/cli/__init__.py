@@ -15,7 +15,7 @@ __all__ = ["app", "console", "main"]
 
 
 def main() -> None:
-    """Entry point: user errors become one readable line and exit status 2."""
+    """Entry point: user errors become one readable line and exit status 2; Ctrl-C one line and status 130."""
     keep_freed_memory()
     try:
         app()
@@ -24,3 +24,12 @@ def main() -> None:
         Console(stderr=True).print(f"[bold red]error:[/bold red] {safe_text(e, limit=4000, newlines=True)}",
                                    highlight=False)
         sys.exit(2)
+    except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C: typer exits 130 without a word; one line says what is kept
+        if isinstance(e, SystemExit) and e.code != 130:
+            raise
+        Console(stderr=True).print(INTERRUPTED, style="yellow", highlight=False, markup=False)
+        sys.exit(130)
+
+
+INTERRUPTED = ("interrupted: every file is written whole, so nothing half-written is left; a zoo build keeps the "
+               "models it finished and an evaluation the values it computed: run the same command again to go on")
