@@ -218,3 +218,16 @@ def test_a_failure_records_reason_is_shown_whole(monkeypatch, tmp_path):
         out = run(monkeypatch, args, 100, tmp_path)
         assert out.exit_code == 0, out.output
         assert reason in " ".join(out.output.split()) and "more characters" not in out.output, args
+
+
+def test_sorting_by_mse_shows_numbers_that_tell_entries_apart(monkeypatch, tmp_path):
+    """An MSE of gap predictions is about 1e-3: two decimals printed '0.00 [0.00, 0.00]' for every entry."""
+    from genbench.record import Record
+
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--zoo", "demogen-nin-mnist1d", "--sort", "mse"],
+              200, tmp_path)
+    assert out.exit_code == 0, out.output
+    rec = Record.read(SHIPPED / "demogen-nin-mnist1d" / "pgdl.augment_robustness.json")
+    row = next(line for line in out.output.splitlines() if re.match(r"1\s+\S+\s+pgdl\.augment_robustness ", line))
+    lo, hi = rec.interval("mse")
+    assert f"{rec.score('mse'):.5f} [{lo:.5f}, {hi:.5f}]" in row and "0.00 [0.00, 0.00]" not in out.output

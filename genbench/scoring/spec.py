@@ -25,7 +25,7 @@ class Score:
     shown: bool = False           # a column of the leaderboard (terminal, page, exports)
     interval: bool = False        # shown with its 95% interval beside it
     headline: bool = False        # in a submission's summary (`genbench submit`)
-    digits: int = 2               # decimals in the terminal's tables (a difference of R^2 needs three)
+    digits: int = 2               # decimals in the terminal's tables (a difference of R^2 needs three, an MSE five)
     only_on: str = ""             # the zoos it is computed on, when not every zoo (its empty column is not noted)
 
 
@@ -46,7 +46,7 @@ SCORES: tuple[Score, ...] = (
           "k-fold R\u00b2 with the slope free to take either sign (DEMOGEN's protocol), with its 95% bootstrap "
           "interval", statistic="regression.cross_validate"),
     Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
-          lower_is_better=True, statistic="regression.cross_validate"),
+          lower_is_better=True, statistic="regression.cross_validate", digits=5),  # squared gaps: about 1e-3
     Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap",
           statistic="rank.kendall_tau", shown=True, headline=True),
     Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
