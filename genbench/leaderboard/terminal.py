@@ -61,8 +61,8 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
             say(console, f"failed on {z}, not ranked:")
         for _, r in failed.iterrows():
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
-            say(console, f"{entry_cell(r)}{plain_text(sub)}: {plain_text(r['failure'] or 'no reason recorded', limit=FAILURE_LIMIT)}",
-                indent=2)
+            why = plain_text(r["failure"] or "no reason recorded", limit=FAILURE_LIMIT)
+            say(console, f"{entry_cell(r)}{plain_text(sub)}: {why}", indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
     if local_only and not agg.empty and agg["zoos"].max() > 1:  # ranked among all, shown: the user's own
         agg = agg[agg["local"].astype(bool)]
