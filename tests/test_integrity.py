@@ -432,7 +432,12 @@ def test_the_python_api_names_bad_arguments(digits_zoo):
                            "budget_s must be a positive"),
                           (lambda: gb.score(None, digits_zoo), "score takes a value table"),
                           (lambda: gb.score(values, digits_zoo, n_boot=0), "n_boot must be at least 1"),
-                          (lambda: gb.score(values, digits_zoo, k=1.5), "k must be at least 1")):
+                          (lambda: gb.score(values, digits_zoo, k=1.5), "k must be at least 1"),
+                          (lambda: gb.evaluate([], digits_zoo), "evaluate needs at least one measure"),
+                          (lambda: gb.build_zoo(5), "build_zoo takes a recipe's name"),
+                          (lambda: gb.audit(5, digits_zoo), "a measure is named by a string"),
+                          (lambda: gb.get_measure(None), "a measure is named by a string"),
+                          (lambda: gb.list_measures(5), "list_measures takes a glob pattern")):
         with pytest.raises(GenbenchError, match=message):
             call()
     assert list(gb.evaluate("norm.params", digits_zoo, models=np_ids(digits_zoo), budget_s=np.float32(5),

@@ -18,7 +18,7 @@ import torch
 from .. import remote
 from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
-from ..errors import check_seconds
+from ..errors import GenbenchError, check_seconds
 from ..measures.batched import shape_key
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
@@ -310,6 +310,8 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
     from .executor import resolve_executor
     check_seconds("budget_s", budget_s)
     ms = resolve_measures(measures)
+    if not ms:
+        raise GenbenchError("evaluate needs at least one measure: names, glob patterns or registered functions")
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     device = resolve_device(device)
     runner = resolve_executor(executor, address)

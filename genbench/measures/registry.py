@@ -133,7 +133,10 @@ def _load_plugins() -> None:
 def list_measures(pattern: str | Iterable[str] = "*") -> list[str]:
     """Names of the registered measures matching a glob pattern (or any of several), sorted."""
     _load_plugins()
-    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern) if isinstance(pattern, Iterable) else None
+    if patterns is None or not all(isinstance(p, str) for p in patterns):
+        raise GenbenchError(f"list_measures takes a glob pattern such as 'margin.*' (or a list of them), got "
+                            f"{pattern!r}")
     return sorted(n for n in _MEASURES if any(fnmatch.fnmatchcase(n, p) for p in patterns))
 
 
@@ -141,6 +144,8 @@ def get_measure(name: str | Measure) -> Measure:
     """The registered measure called `name`; unknown names get the closest known ones."""
     if isinstance(name, Measure):
         return name
+    if not isinstance(name, str):
+        raise GenbenchError(f"a measure is named by a string such as 'norm.path', got {name!r}")
     _load_plugins()
     if name not in _MEASURES:
         raise did_you_mean(name, _MEASURES, what="measure",

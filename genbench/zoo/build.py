@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     (K >= 1) builds training K of its grid, the zoo NAME-tK: the same models and data, other training noise.
 
     `executor="ray"` trains the groups as Ray tasks (cluster at `address`; `out` on a shared filesystem)."""
+    if not isinstance(recipe, (str, os.PathLike, Recipe)):
+        raise GenbenchError(f"build_zoo takes a recipe's name, the path of its YAML file or a Recipe, got {recipe!r}")
     if executor not in ("local", "ray"):
         raise did_you_mean(executor, ("local", "ray"), what="executor")
     if address is not None and executor != "ray":
