@@ -457,8 +457,9 @@ def test_ctrl_c_says_in_one_line_what_is_kept_and_exits_130(digits_zoo, tmp_path
     import subprocess
     import sys
 
-    child = (
-        "import sys, time\n"
+    child = (  # Ctrl-C's handler as in a terminal: a job started in the background (a CI script) ignores SIGINT
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import genbench as gb\n"
         "@gb.register_measure('test.slow', higher_means='larger_gap')\n"
         "def slow(ctx):\n"
