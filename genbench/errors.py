@@ -28,11 +28,16 @@ def did_you_mean(name: str, known: Iterable[str], *, what: str, hint: str = "") 
     return GenbenchError(msg)
 
 
+def is_positive(value: Any) -> bool:
+    """Whether `value` is a positive, finite number: not 0, negative, nan, inf, None or a bool."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
+
+
 def check_seconds(what: str, value: Any) -> None:
     """Refuse a time budget that is not a positive finite number (None: no budget); a zero, negative or nan budget
     would turn every model into a failure."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                              or not (math.isfinite(value) and value > 0)):
+    if value is not None and not is_positive(value):
         raise GenbenchError(f"{what} must be a positive number, got {value!r}")
 
 
@@ -40,3 +45,10 @@ def check_count(what: str, value: Any) -> None:
     """Refuse a count (resamples, folds, repeats) that is not an integer of at least 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise GenbenchError(f"{what} must be at least 1, got {value!r}")
+
+
+def string_list(value: Any) -> list[str] | None:
+    """`value` as a list of strings (a lone string is a list of one), or None when it is not one: the names and glob
+    patterns the public functions take."""
+    items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else None
+    return items if items is not None and all(isinstance(v, str) for v in items) else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 
 TEXT_LIMIT = 200   # characters of one untrusted field shown on a terminal line
+REASON_LIMIT = 600  # characters of a failure's reason on the terminal: genbench's own reasons fit whole
 EXCERPT_LIMIT = 60  # characters of a file's or a field's content an error message quotes
 # Characters that act on a terminal or hide text rather than show it: every control (C0 but tab and newline, DEL, C1)
 # and format character (the bidirectional marks, embeddings, overrides and isolates, the zero-width ones, the tag

@@ -11,7 +11,7 @@ from rich.table import Column, Table
 from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..paths import check_writable
-from ..text import plain_text
+from ..text import REASON_LIMIT, plain_text
 from .app import app, console
 from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
 
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from ..scoring.scores import Scores
     from ..scoring.spec import MeasureScores
     from ..zoo.storage import Zoo as ZooT
-
-
-FAILURE_CHARS = 600  # of a measure's first failure below evaluate's table: genbench's own errors fit whole
 
 
 @app.command("evaluate", epilog="Example: genbench evaluate 'margin.*' --zoo mnist1d-demogen")
@@ -59,7 +56,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
         t.add_row(name, info["kind"], str(int((~bad).sum())), str(int(bad.sum())),
                   str(df.attrs["cached"].get(name, 0)), f"{df.attrs['seconds'].get(name, 0.0):.1f}")
         if first:
-            failures.append(f"  {name}, first failure: {plain_text(first, limit=FAILURE_CHARS)}")
+            failures.append(f"  {name}, first failure: {plain_text(first, limit=REASON_LIMIT)}")
     console.print(t)
     for line in failures:  # below the table, whole: a column would cut them to a few letters on a narrow terminal
         console.print(line, markup=False, highlight=False)

@@ -15,7 +15,7 @@ from rich.table import Column, Table
 
 from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
 from ..scoring.spec import MeasureScores, score_label
-from ..text import plain_text, safe_text
+from ..text import REASON_LIMIT, plain_text, safe_text
 from .columns import score_spec
 from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
 from .format import BASELINE_RANK, MISSING, Footnotes, number, rank_text, score_cell
@@ -34,7 +34,6 @@ SHORT_CITATION = 32  # a citation the terminal cannot shorten to "Author et al. 
 NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ranking score, while they fit
 FRAGILITY_WIDTH = 11  # the fragility column: its codes on one line ("fv ft fs db")
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
-FAILURE_LIMIT = 600  # characters of a failure record's reason: genbench's own reasons fit whole (200 cut them)
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
 PROVISIONAL_MARK = " ~"  # after an entry's name: provisional (fewer trainings than the official records)
 PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the official records; ranked by the mean over "
@@ -61,7 +60,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
             say(console, f"failed on {z}, not ranked:")
         for _, r in failed.iterrows():
             sub = f" (submission {r['submission']})" if r.get("submission") else ""
-            why = plain_text(r["failure"] or "no reason recorded", limit=FAILURE_LIMIT)
+            why = plain_text(r["failure"] or "no reason recorded", limit=REASON_LIMIT)
             say(console, f"{entry_cell(r)}{plain_text(sub)}: {why}", indent=2)
     agg = aggregate_table([], sort, ranked=ranked)
     if local_only and not agg.empty and agg["zoos"].max() > 1:  # ranked among all, shown: the user's own
@@ -414,7 +413,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
         failed = table[(table["zoo"] == z) & (table["status"] != "ok")]
         if not failed.empty:
             say(console, f"failed on {z}, not ranked: " + "; ".join(
-                f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded', limit=FAILURE_LIMIT)}"
+                f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded', limit=REASON_LIMIT)}"
                 for _, r in failed.iterrows()),
                 indent=2)
     say(console, SHORT_LEGEND)

@@ -107,12 +107,12 @@ def _adds(r: Record, to: str = "it") -> str:
     if r.score("delta_r2") is None:
         why = r.refusal("delta_r2")
         return "has no delta to the recipe" + (f" ({why})" if why else "")
+    delta = _delta(r)
     if adds_to_recipe(r):
-        return f"adds {_iv(*_delta(r))} to {to}{over(r, 'adds_to_recipe', ' (', ')')}"
-    if None in _delta(r)[1:]:
-        return (f"may or may not add to {to} ({_iv(*_delta(r))}: no interval, too few resamples or every one "
-                "alike)")
-    return f"adds nothing to {to} ({_iv(*_delta(r))}{over(r, 'adds_to_recipe', '; ')})"
+        return f"adds {_iv(*delta)} to {to}{over(r, 'adds_to_recipe', ' (', ')')}"
+    if None in delta[1:]:
+        return f"may or may not add to {to} ({_iv(*delta)}: no interval, too few resamples or every one alike)"
+    return f"adds nothing to {to} ({_iv(*delta)}{over(r, 'adds_to_recipe', '; ')})"
 
 
 def over(r: Record, key: str, before: str = "", after: str = "") -> str:

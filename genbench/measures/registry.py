@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from ..errors import GenbenchError, did_you_mean
+from ..errors import GenbenchError, did_you_mean, string_list
 
 KINDS = ("scalar", "signature")
 NEEDS = ("train_data", "init_weights", "augment")
@@ -133,8 +133,8 @@ def _load_plugins() -> None:
 def list_measures(pattern: str | Iterable[str] = "*") -> list[str]:
     """Names of the registered measures matching a glob pattern (or any of several), sorted."""
     _load_plugins()
-    patterns = [pattern] if isinstance(pattern, str) else list(pattern) if isinstance(pattern, Iterable) else None
-    if patterns is None or not all(isinstance(p, str) for p in patterns):
+    patterns = string_list(pattern)
+    if patterns is None:
         raise GenbenchError(f"list_measures takes a glob pattern such as 'margin.*' (or a list of them), got "
                             f"{pattern!r}")
     return sorted(n for n in _MEASURES if any(fnmatch.fnmatchcase(n, p) for p in patterns))

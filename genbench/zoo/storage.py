@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
-from ..errors import GenbenchError, did_you_mean
+from ..errors import GenbenchError, did_you_mean, string_list
 from ..fileio import atomic_write, sha256_file, write_json_atomic
 from ..models import build_model
 from ..paths import is_plain_name, plain_name, zoos_dir
@@ -351,8 +351,8 @@ class Zoo:
         ids = self.model_ids
         if models is None:
             return ids
-        patterns = [models] if isinstance(models, str) else list(models) if isinstance(models, Iterable) else None
-        if patterns is None or not all(isinstance(p, str) for p in patterns):
+        patterns = string_list(models)
+        if patterns is None:
             raise GenbenchError(f"models takes model ids or glob patterns (a string or a list of strings), got "
                                 f"{models!r}")
         chosen: list[str] = []

@@ -6,7 +6,6 @@ verify` compares); `summarize()`: a record's headline numbers."""
 from __future__ import annotations
 
 import math
-import numbers
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from ...defaults import AUTO_AUDIT, BUDGET_S, N_BOOT
 from ...device import resolve_device
-from ...errors import GenbenchError
+from ...errors import GenbenchError, check_count, is_positive
 from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
 from ...record import Record, as_submission, declare_measure, with_failure, write_record_safely
@@ -64,17 +63,13 @@ def _dedupe(message: str) -> str:
 def check_settings(*, budget_s: Any, memory_gb: Any, timeout_s: Any, n_boot: Any) -> None:
     """Refuse settings that cannot work before anything runs (a negative timeout once replaced a good record by a
     failure)."""
-    def positive(x: Any) -> bool:  # a positive, finite number: not 0, negative, nan, inf or a bool
-        return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-    if not positive(memory_gb):
+    if not is_positive(memory_gb):
         raise GenbenchError(f"the memory cap must be a positive number of GB, got {memory_gb!r}")
-    if budget_s is not None and not positive(budget_s):
+    if budget_s is not None and not is_positive(budget_s):
         raise GenbenchError(f"the per-model budget must be a positive number of seconds, got {budget_s!r}")
-    if timeout_s is not None and not positive(timeout_s):
+    if timeout_s is not None and not is_positive(timeout_s):
         raise GenbenchError(f"the overall time limit must be a positive number of seconds, got {timeout_s!r}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral) or n_boot < 1:
-        raise GenbenchError(f"the number of bootstrap resamples must be at least 1, got {n_boot!r}")
+    check_count("the number of bootstrap resamples", n_boot)
 
 
 def require_sandbox(unsandboxed: bool) -> None:
