@@ -7,6 +7,7 @@ import datetime as _dt
 import json
 import math
 import platform
+import shlex
 import subprocess
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -84,6 +85,17 @@ def provenance(m: Measure | None, *, device: str, seconds: float, command: str, 
             "device": device, "seconds": round(seconds, 3),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "command": command,
             "python": platform.python_version(), "torch": torch.__version__, **extra}
+
+
+def command_line(base: str, *options: tuple[str, Any, Any]) -> str:
+    """`base` and each (flag, value, default) whose value is not its default (a flag alone where the value is True):
+    the command that makes a record again with the settings it was made with, for its provenance."""
+    words = [base]
+    for flag, value, default in options:
+        if value != default:
+            text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+            words.append(flag if value is True else f"{flag} {shlex.quote(text)}")
+    return " ".join(words)
 
 
 def _entry(name: str, m: Measure | None, measure: str, zoo: Zoo, submission: dict | None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""Builders shared by the measure tests: a tiny genbench MLP with hand-set weights, and a MeasureContext around a
-model. Tests import it as a sibling module (`from helpers import hand_mlp, measure_context`)."""
+"""Builders shared by the tests: a tiny genbench MLP with hand-set weights, a MeasureContext around a model, and a
+record's command line read back by the CLI's own parser. Tests import it as a sibling module (`from helpers import
+hand_mlp, measure_context`)."""
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,3 +55,19 @@ def measure_context(model: nn.Module, train: TrainingSet | None = None, *, x: An
                             data_kind=data_kind, augmentation={} if augmentation is None else augmentation)
     return cls(model=model, probe_layers=model.probe_layers(), measure=measure, needs=tuple(needs), seed=seed,
                train=train, init_model=init, memo=memo)
+
+
+def parsed_command(command: str) -> tuple[str, dict[str, Any]]:
+    """The subcommand a recorded `genbench ...` command line names and the parameters the CLI's parser reads from it
+    (every option, defaults included): an option that does not exist, or a value it refuses, raises."""
+    import typer.main
+
+    from genbench.cli import app
+    words = shlex.split(command)
+    assert words[0] == "genbench", command
+    group, path, rest = typer.main.get_command(app), [], words[1:]
+    while hasattr(group, "commands") and rest and rest[0] in group.commands:
+        path.append(rest[0])
+        group, rest = group.commands[rest[0]], rest[1:]
+    ctx = group.make_context(" ".join(path), rest)
+    return " ".join(path), dict(ctx.params)

@@ -15,6 +15,7 @@ from genbench.entries.run import failure_record, run_entry
 from genbench.leaderboard.columns import score_spec
 from genbench.record import load_records, read_record, write_record
 from genbench.entries.verify import verify_record
+from helpers import parsed_command
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +359,11 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
     path = results / "digits-mlp" / "norm.fro_sum.json"
     rec = Record.read(path)
     assert rec.ok and not rec.zoo_complete and (rec.zoo_models, rec.zoo_expected_models) == (12, 24)
-    assert rec.zoo["complete"] is False and rec.command.endswith(" --allow-partial")
+    assert rec.zoo["complete"] is False
+    # the command that makes the record again says every setting that is not the default, '' as --no-audit
+    assert rec.command == "genbench leaderboard run norm.fro_sum --zoo digits-mlp --no-audit --n-boot 20 --allow-partial"
+    command, params = parsed_command(rec.command)
+    assert command == "leaderboard run" and params["no_audit"] and params["allow_partial"] and params["n_boot"] == 20
     complete = read_record(results / "digits-mlp" / "norm.params.json")  # made on the complete zoo: as before
     assert sorted(complete["zoo"]) == ["name", "revision", "table_sha256", "version"]
 

@@ -282,11 +282,13 @@ def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_o
     from genbench.cli import app
     out = tmp_path / "results"
     res = CliRunner().invoke(app, ["leaderboard", "run", MEASURE, "--zoo", "digits-mlp", "--trainings", "3",
-                                   "--audit-zoo", "", "--no-baselines", "--n-boot", str(N_BOOT), "--results",
+                                   "--no-audit", "--no-baselines", "--n-boot", str(N_BOOT), "--results",
                                    str(out)])
     assert res.exit_code == 0, res.output
     rec = Record.read(out / "digits-mlp" / f"{MEASURE}.json")
-    assert rec.n_trainings == 3 and rec.provenance["command"].endswith("--trainings 3")
+    assert rec.n_trainings == 3 and rec.audit is None and rec.provenance["audit_zoo"] is None
+    assert rec.provenance["command"] == f"genbench leaderboard run {MEASURE} --zoo digits-mlp --no-audit --n-boot {N_BOOT} " \
+                                        "--trainings 3"
     assert rec.score("kfold_r2") == pytest.approx(trained[1].score("kfold_r2"), rel=1e-12)
     res = CliRunner().invoke(app, ["leaderboard", "run", MEASURE, "--zoo", "digits-mlp", "--trainings", "5",
                                    "--audit-zoo", "", "--results", str(tmp_path / "none")])
@@ -297,6 +299,10 @@ def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_o
 
 def test_beating_the_recipe_on_a_training_compares_with_baseline_hparams_on_that_training(trained):
     zoos, rec, _, base = trained
+    # made through the API with a count of trainings and resamples that are not the defaults: its command says both
+    assert base.provenance["command"] == f"genbench leaderboard baselines --zoo digits-mlp --n-boot {N_BOOT} --trainings 3"
+    assert rec.provenance["command"] == f"genbench leaderboard run {MEASURE} --zoo digits-mlp --no-audit --n-boot " \
+                                        f"{N_BOOT} --trainings 3"
     for t in range(3):
         point = rec.training_part(t)["vs_recipe"][0]
         mine, recipe = rec.training_part(t)["values"]["kfold_r2"], base.training_part(t)["values"]["kfold_r2"]

@@ -17,6 +17,7 @@ from genbench.cli import app
 from genbench.errors import GenbenchError
 from genbench.entries.submit import load_submission, submit, supervise
 from genbench.entries.submit.sandbox import sandbox_problem
+from helpers import parsed_command
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "submissions" / "_template"
@@ -223,7 +224,11 @@ def test_template_submission_gets_an_ok_record_with_scores_and_provenance(tmp_pa
     prov = rec["provenance"]
     for key in ("genbench_version", "git_commit", "measure_source_hash", "device", "seconds", "date", "command"):
         assert key in prov
-    assert prov["command"] == "genbench submit submissions/_template --zoo digits-mlp"  # the same from any folder
+    # the same from any folder, with every setting it ran with that is not the default, read back by the CLI
+    again = "genbench submit submissions/_template --zoo digits-mlp --no-audit --n-boot 20 --budget-s 30"
+    assert prov["command"] == again + ("" if SANDBOXED else " --unsandboxed")
+    command, params = parsed_command(prov["command"])
+    assert command == "submit" and params["no_audit"] and (params["n_boot"], params["budget_s"]) == (20, 30)
     assert prov["sandbox"] == ("bubblewrap" if SANDBOXED else "none (--unsandboxed)") and prov["budget_s"] == 30
     assert len(prov["measure_source_hash"]) == 64
     assert rec["zoo"]["table_sha256"] == digits_zoo.table_sha256
@@ -306,7 +311,8 @@ def test_hard_crash_in_the_measure_gives_a_failure_record(tmp_path, digits_zoo):
     assert rec["status"] == "failed" and rec["kind"] == "scalar"
     assert "crashed while running the conformance suite on 2 models on digits-mlp" in rec["failure"]
     assert "exited with status 3" in rec["failure"] and "about to die" in rec["failure"]
-    assert rec["provenance"]["measure_source_hash"] and rec["provenance"]["command"].endswith("--zoo digits-mlp")
+    assert rec["provenance"]["measure_source_hash"]
+    assert " --zoo digits-mlp --no-audit --n-boot 20 --budget-s 30" in rec["provenance"]["command"]  # FAST's settings
 
 
 def test_hanging_measure_is_killed_after_its_budget(tmp_path, digits_zoo, monkeypatch):
@@ -441,5 +447,6 @@ def test_a_partial_zoo_is_refused_before_the_worker_starts_and_marked_partial_wh
     rec = json.loads((results / "digits-mlp" / "_template.json").read_text())
     assert rec["status"] == "ok", rec["failure"]
     assert rec["zoo"]["complete"] is False and (rec["zoo"]["models"], rec["zoo"]["expected_models"]) == (12, 24)
-    assert rec["provenance"]["command"].endswith("--zoo digits-mlp --allow-partial")
+    assert rec["provenance"]["command"].endswith("--zoo digits-mlp --no-audit --n-boot 20 --budget-s 30 --allow-partial"
+                                                 + (" --unsandboxed" if not SANDBOXED else ""))
     assert len(rec["values"]["model_id"]) == 12

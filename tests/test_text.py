@@ -70,3 +70,12 @@ def test_an_excerpt_is_short_quoted_and_escaped():
     out = excerpt("secret line\x1b]0;pwned\x07" + "y" * 500)
     assert out.startswith("'secret line\\x1b]0;pwned\\x07") and len(out) <= EXCERPT_LIMIT + 30
     assert "\x1b" not in out and "\x07" not in out and "more characters" in out
+
+
+def test_a_records_command_line_names_only_the_settings_that_are_not_the_default():
+    from genbench.record import command_line
+    base = "genbench leaderboard run norm.params --zoo z"
+    assert command_line(base, ("--n-boot", 1000, 1000), ("--allow-partial", False, False)) == base
+    assert command_line(base, ("--no-audit", True, False), ("--n-boot", 20, 1000), ("--budget-s", 30.0, 300.0),
+                        ("--budget-s", 0.5, 300.0)) == f"{base} --no-audit --n-boot 20 --budget-s 30 --budget-s 0.5"
+    assert command_line(base, ("--audit-zoo", "my zoo", "auto")) == f"{base} --audit-zoo 'my zoo'"

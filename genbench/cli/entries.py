@@ -52,6 +52,7 @@ def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result 
 def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
                     zoo: Zoos = [DEFAULT_ZOO],
                     results: ResultsOut = None,
+                    no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
                     audit_zoo: Optional[str] = typer.Option(AUTO_AUDIT, "--audit-zoo",
                                                             help="zoo for the fragility audit ('' to skip)"),
                     device: Device = None,
@@ -80,12 +81,9 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
         loaded.require_complete(allow_partial=allow_partial)
         counts[z] = len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings))
     for z, loaded in zoos.items():
-        for name in tqdm(names, desc=f"records on {z}", unit="entry"):
-            cmd = (f"genbench leaderboard run {name} --zoo {z}" + (f" --audit-zoo {audit_zoo}" if audit_zoo else "")
-                   + ("" if loaded.complete else " --allow-partial") + (f" --trainings {trainings}" if trainings
-                                                                         else ""))
-            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo or None, device=device, n_boot=n_boot,
-                                   command=cmd, allow_partial=allow_partial, trainings=counts[z]))
+        for name in tqdm(names, desc=f"records on {z}", unit="entry"):  # each record says the command that remakes it
+            rec = Record(run_entry(name, loaded, audit_zoo=None if no_audit else audit_zoo or None, device=device,
+                                   n_boot=n_boot, allow_partial=allow_partial, trainings=counts[z]))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
@@ -101,9 +99,7 @@ def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_bo
     from ..entries.run import run_baselines
     from ..record import Record, write_record_safely
 
-    cmd = (f"genbench leaderboard baselines --zoo {zoo.name}" + ("" if zoo.complete else " --allow-partial")
-           + (f" --trainings {trainings}" if trainings and trainings > 1 else ""))
-    for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, command=cmd, progress=True,
+    for rec in map(Record, run_baselines(zoo, device=device, n_boot=n_boot, progress=True,
                                          allow_partial=allow_partial, trainings=trainings)):
         path = write_record_safely(rec, results, say=warn)
         said = f"k-fold R2 {number(rec.score('kfold_r2'))}" if rec.ok else f"not made: {rec.failure}"

@@ -15,7 +15,7 @@ from ..defaults import AUTO_AUDIT, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..measures import Measure, get_measure, list_measures
 from ..numerics import pinned_threads
-from ..record import baseline_record, failed_record, provenance, read_record, scored_record, values_block, \
+from ..record import baseline_record, command_line, failed_record, provenance, read_record, scored_record, values_block, \
     write_record
 from ..scoring.spec import MeasureScores
 from ..zoo.roles import resolve_audit_zoo
@@ -70,13 +70,18 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     from ..scoring.scores import measure_matrix
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    requested = audit_zoo
     audit_zoo = resolve_audit_zoo(audit_zoo, zoo)  # AUTO_AUDIT: the audit zoo of the zoo's family (one rule)
     zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     zoos = training_zoos(zoo, default_trainings(zoo) if trainings is None else trainings)
     device = resolve_device(device)
     name = name or m.name
-    command = command or (f"genbench leaderboard run {m.name} --zoo {zoo.name}"
-                          + ("" if zoo.complete else " --allow-partial"))
+    command = command or command_line(f"genbench leaderboard run {m.name} --zoo {zoo.name}",
+                                      ("--no-audit", not requested, False),
+                                      ("--audit-zoo", requested or AUTO_AUDIT, AUTO_AUDIT),
+                                      ("--n-boot", n_boot, N_BOOT),
+                                      ("--allow-partial", not zoo.complete, False),
+                                      ("--trainings", len(zoos), 1))
     start = time.perf_counter()
     per: list[MeasureScores] = []
     per_values: list[Any] = []
@@ -171,7 +176,9 @@ def run_baselines(zoo: str | Zoo, *, only: Iterable[str] | None = None, device: 
     source_hash = baselines_source_hash()
     out = []
     for name in wanted:
-        cmd = command or f"genbench leaderboard baselines --zoo {zoo.name}"
+        cmd = command or command_line(f"genbench leaderboard baselines --zoo {zoo.name}", ("--n-boot", n_boot, N_BOOT),
+                                      ("--allow-partial", not zoo.complete, False),
+                                      ("--trainings", len(zoos), 1))
         prov = provenance(None, device=device, seconds=seconds, command=cmd, measure_source_hash=source_hash,
                           seed=seed, n_boot=n_boot, audit_zoo=None,
                           inputs=inputs if name == "baseline.all_measures" else None)

@@ -16,7 +16,7 @@ from ...device import resolve_device
 from ...errors import GenbenchError, check_count, is_positive
 from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
-from ...record import Record, as_submission, declare_measure, with_failure, write_record_safely
+from ...record import Record, as_submission, command_line, declare_measure, with_failure, write_record_safely
 from ...measures import Measure, list_measures
 from ...zoo.roles import resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
@@ -36,11 +36,14 @@ STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and l
 SANDBOXED, UNSANDBOXED = "bubblewrap", "none (--unsandboxed)"  # a record's provenance.sandbox
 
 
-def submit_command(sub: Submission, zoo: str, *, partial: bool = False) -> str:
-    """The command that (re)produces the record of `sub` on `zoo` (a partial zoo: with --allow-partial), as stored
-    in its provenance."""
-    folder = sub.fields()["path"]
-    return f"genbench submit {folder} --zoo {zoo}" + (" --allow-partial" if partial else "")
+def submit_command(sub: Submission, zoo: str, *, partial: bool = False, audit_zoo: str | None = AUTO_AUDIT,
+                   n_boot: int = N_BOOT, budget_s: float | None = BUDGET_S, unsandboxed: bool = False) -> str:
+    """The command that (re)produces the record of `sub` on `zoo` with these settings (a partial zoo: with
+    --allow-partial), as stored in its provenance."""
+    return command_line(f"genbench submit {sub.fields()['path']} --zoo {zoo}", ("--no-audit", not audit_zoo, False),
+                        ("--audit-zoo", audit_zoo or AUTO_AUDIT, AUTO_AUDIT), ("--n-boot", n_boot, N_BOOT),
+                        ("--budget-s", budget_s if budget_s is not None else BUDGET_S, BUDGET_S),
+                        ("--allow-partial", partial, False), ("--unsandboxed", unsandboxed, False))
 
 
 def _default_timeout(zoos: list[Zoo], audit: Zoo | None, budget_s: float | None) -> float:
@@ -191,7 +194,8 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
     if timeout_s is None:
         timeout_s = _default_timeout(loaded, audit, budget_s)
     fields = sub.fields()
-    commands = [submit_command(sub, z.name, partial=not z.complete) for z in loaded]
+    commands = [submit_command(sub, z.name, partial=not z.complete, audit_zoo=audit_zoo, n_boot=n_boot,
+                               budget_s=budget_s, unsandboxed=unsandboxed) for z in loaded]
     sandbox = UNSANDBOXED if unsandboxed else SANDBOXED
 
     def fail_all(reason: str, meta: dict[str, Any] | None, seconds: float) -> list[dict[str, Any]]:
