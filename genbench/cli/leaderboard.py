@@ -50,7 +50,7 @@ def leaderboard_cmd(ctx: typer.Context,
         return
     from ..defaults import OFFICIAL_ZOOS
     from ..leaderboard.columns import score_spec
-    from ..leaderboard.export import export_text, leaderboard_table, view_notes
+    from ..leaderboard.export import alias_notes, export_text, leaderboard_table, view_notes
     from ..leaderboard.standings import rank_records
     from ..leaderboard.terminal import official_view, print_leaderboard, print_notes, say
     from ..record import shown_records
@@ -74,7 +74,7 @@ def leaderboard_cmd(ctx: typer.Context,
             say(console, "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")
             return
         table = table[table["local"].astype(bool)]
-        notes.aliases = view_notes([r for r in ranked if r.local], sort, records=records).aliases  # of rows shown
+        notes.aliases = alias_notes([r for r in ranked if r.local], records)  # of the rows shown
     official = [z for z in OFFICIAL_ZOOS if not table.empty and (table["zoo"] == z).any()]
     if fmt == "table":
         if official and not (zoo or every or mine or explain):

@@ -86,18 +86,24 @@ class ViewNotes:
             hidden_lines(self.hidden.get(zoo, {}), shown=shown)
 
 
+def alias_notes(ranked: Sequence[Record], records: Iterable[Mapping[str, Any]] = ()) -> dict[str, list[str]]:
+    """Per zoo, a line for each entry of `ranked` that stands for equivalent ones (its aliases, named as `records`
+    name them)."""
+    names = {**entry_names(ranked), **entry_names(records)}
+    return {zoo: [f"{entry_name(r)} also: {', '.join(alias_names(r, names))} (the same held-out predictions and "
+                  "scores: shown once)" for r in recs if r.aliases] for zoo, recs in by_zoo(ranked).items()}
+
+
 def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterable[str] = SHOWN, *,
                records: Iterable[Mapping[str, Any]] = ()) -> ViewNotes:
     """The notes of a view of `ranked` (rank_records' output) showing the score columns `keys`; `records`: the
     records ranked (which name the aliases as entries)."""
     keys = [k for k in keys if k != sort]  # the ranking score's column is always shown
-    names = {**entry_names(ranked), **entry_names(records)}
     notes = ViewNotes(sort=sort)
+    notes.aliases = alias_notes(ranked, records)
     for zoo, recs in by_zoo(ranked).items():
         hidden = empty_scores((r for r in recs if r.zoo_complete), keys)
         notes.hidden[zoo] = hidden
-        notes.aliases[zoo] = [f"{entry_name(r)} also: {', '.join(alias_names(r, names))} (the same held-out "
-                              "predictions and scores: shown once)" for r in recs if r.aliases]
         groups = groups_over_trainings(recs)
         if groups:
             notes.groups[zoo] = groups
