@@ -287,6 +287,13 @@ def test_the_api_and_every_command_refuse_invalid_budgets_and_counts(tmp_path):
         assert isinstance(out.exception, GenbenchError), (args, out.output)
         assert str(out.exception).startswith(f"{flag} must be"), (args, str(out.exception))
     assert not values.exists() and _files(results) == before
+    for command in (["leaderboard", "run", "norm.params"], ["submit", str(folder)]):  # a skip beside a named audit zoo
+        out = runner.invoke(app, [*command, "--zoo", "nowhere", "--no-audit", "--audit-zoo", "mnist1d-fragility",
+                                  "--results", str(results)])
+        assert isinstance(out.exception, GenbenchError), (command, out.output)
+        assert "--no-audit skips the fragility audit and --audit-zoo mnist1d-fragility names a zoo for it: give one " \
+               "of the two" in str(out.exception)
+    assert _files(results) == before
 
 
 def test_concurrent_writers_of_a_value_table_keep_every_column(digits_zoo, tmp_path, monkeypatch):

@@ -14,8 +14,8 @@ from ..leaderboard.format import number
 from ..paths import check_writable
 from ..text import plain_text, safe_text
 from .app import app, console, leaderboard_app
-from .options import (AllowPartial, Atol, CitedZoo, Device, NBoot, Private, Repo, ResultsOut, Rtol, Submissions,
-                      Trainings, Zoos, check_limits)
+from .options import (AllowPartial, Atol, AuditZoo, CitedZoo, Device, NBoot, NoAudit, Private, Repo, ResultsOut,
+                      Rtol, Submissions, Trainings, Zoos, audit_choice, check_limits)
 from .zoo import report_push
 
 if TYPE_CHECKING:
@@ -52,9 +52,8 @@ def leaderboard_push(folder: Path = typer.Argument(..., help=f"folder of result 
 def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in measures or glob patterns"),
                     zoo: Zoos = [DEFAULT_ZOO],
                     results: ResultsOut = None,
-                    no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
-                    audit_zoo: Optional[str] = typer.Option(AUTO_AUDIT, "--audit-zoo",
-                                                            help="zoo for the fragility audit ('' to skip)"),
+                    no_audit: NoAudit = False,
+                    audit_zoo: AuditZoo = AUTO_AUDIT,
                     device: Device = None,
                     n_boot: NBoot = N_BOOT,
                     allow_partial: AllowPartial = False,
@@ -74,6 +73,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
     from ..zoo import load_zoo
 
     check_limits(counts={"--n-boot": n_boot})
+    audit_zoo = audit_choice(no_audit, audit_zoo)
     names = [m.name for m in resolve_measures(measures)]
     zoos = {z: load_zoo(z) for z in zoo}
     counts = {}
@@ -82,7 +82,7 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
         counts[z] = len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings))
     for z, loaded in zoos.items():
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):  # each record says the command that remakes it
-            rec = Record(run_entry(name, loaded, audit_zoo=None if no_audit else audit_zoo or None, device=device,
+            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo, device=device,
                                    n_boot=n_boot, allow_partial=allow_partial, trainings=counts[z]))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
+from ..defaults import AUTO_AUDIT
 from ..errors import GenbenchError, check_count, check_seconds
 
 Device = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N (default: cuda if present)")]
@@ -31,6 +32,9 @@ Trainings = Annotated[Optional[int], typer.Option("--trainings", help="score on 
                                                    "elsewhere)")]
 Executor = Annotated[str, typer.Option(help="where to run the work: local, or ray (as Ray tasks)")]
 Address = Annotated[Optional[str], typer.Option(help="Ray cluster address (with --executor ray)")]
+NoAudit = Annotated[bool, typer.Option("--no-audit", help="skip the fragility audit")]
+AuditZoo = Annotated[Optional[str], typer.Option("--audit-zoo", help="zoo for the fragility audit ('auto': the audit "
+                                                 "zoo of the scored zoo's family; '' skips it, as --no-audit does)")]
 AllowPartial = Annotated[bool, typer.Option("--allow-partial", help="score a partial zoo too (not every model of its "
                                             "recipe built): its records are marked partial and not ranked")]
 
@@ -43,6 +47,15 @@ def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[st
         check_seconds(flag, v)
     for flag, v in (counts or {}).items():
         check_count(flag, v)
+
+
+def audit_choice(no_audit: bool, audit_zoo: str | None) -> str | None:
+    """The audit zoo asked for (AUTO_AUDIT: the rule's), None where --no-audit or --audit-zoo '' skips the audit; a
+    skip beside a named zoo is refused."""
+    if no_audit and audit_zoo not in (AUTO_AUDIT, "", None):
+        raise GenbenchError(f"--no-audit skips the fragility audit and --audit-zoo {audit_zoo} names a zoo for it: "
+                            "give one of the two")
+    return None if no_audit or not audit_zoo else audit_zoo
 
 
 def overrides(pairs: list[str]) -> dict:

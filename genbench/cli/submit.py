@@ -11,7 +11,7 @@ from ..errors import GenbenchError
 from ..leaderboard.format import DIGITS, number
 from ..paths import check_writable
 from .app import app, console
-from .options import AllowPartial, BudgetS, Device, NBoot, ResultsOut, check_limits
+from .options import AllowPartial, AuditZoo, BudgetS, Device, NBoot, NoAudit, ResultsOut, audit_choice, check_limits
 
 
 @app.command("submit", epilog="Example: genbench submit submissions/NAME (on the official zoos built here)")
@@ -25,8 +25,8 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                                                          help="wall-clock limit of the whole run (default: generous, "
                                                               "from the number of models and the budget)"),
                results: ResultsOut = None,
-               no_audit: bool = typer.Option(False, "--no-audit", help="skip the fragility audit"),
-               audit_zoo: str = typer.Option(AUTO_AUDIT, "--audit-zoo", help="zoo for the fragility audit"),
+               no_audit: NoAudit = False,
+               audit_zoo: AuditZoo = AUTO_AUDIT,
                device: Device = None,
                n_boot: NBoot = N_BOOT,
                allow_partial: AllowPartial = False,
@@ -47,6 +47,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
 
     check_limits(seconds={"--budget-s": budget_s, "--memory-gb": memory_gb, "--timeout-s": timeout_s},
                   counts={"--n-boot": n_boot})  # submit() checks them too; here before anything is printed
+    audit_zoo = audit_choice(no_audit, audit_zoo)
     sub = load_submission(folder)
     choice = choose_zoos(sub, zoo)
     console.print(f"submission [bold]{safe_text(sub.name)}[/bold]: {safe_text(sub.title)} (entry "
@@ -62,7 +63,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
             console.print(f"     | {plain_text(text, limit=1000)}", style="dim", highlight=False, markup=False)
 
     paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
-                   timeout_s=timeout_s, audit_zoo=None if no_audit else (audit_zoo or None), device=device,
+                   timeout_s=timeout_s, audit_zoo=audit_zoo, device=device,
                    n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
     ranked = _ranked_beside_the_shipped(results, {p.parent.parent for p in paths})  # a fallback folder too
     failed = 0
@@ -78,7 +79,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
             headline = "  ".join(f"{score_spec(k).ascii} {number(*s[k], digits=DIGITS)}"
                                  for k in HEADLINE)
             colour, note = ("green", "") if rec.zoo_complete else ("yellow", f"  ({partial_note(rec)})")
-            audit = "skipped (--no-audit)" if no_audit else s["verdict"]
+            audit = "skipped (--no-audit)" if audit_zoo is None else s["verdict"]
             console.print(f"[{colour}]{safe_text(zname)}: ok[/{colour}]  {headline}  audit: "
                           f"{safe_text(audit, limit=500)}{safe_text(note)}", highlight=False)
             if (dropped := dropped_line(rec)) is not None:
