@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import paths
-from .defaults import OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
+from .defaults import AUTO_AUDIT, OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
 from .errors import GenbenchError
 from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
@@ -96,6 +96,11 @@ def command_line(base: str, *options: tuple[str, Any, Any]) -> str:
             text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
             words.append(flag if value is True else f"{flag} {shlex.quote(text)}")
     return " ".join(words)
+
+
+def audit_options(requested: str | None) -> tuple[tuple[str, Any, Any], ...]:
+    """command_line's options for an audit zoo argument as given (AUTO_AUDIT, a zoo's name, or ''/None: no audit)."""
+    return ("--no-audit", not requested, False), ("--audit-zoo", requested or AUTO_AUDIT, AUTO_AUDIT)
 
 
 def _entry(name: str, m: Measure | None, measure: str, zoo: Zoo, submission: dict | None) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from ..defaults import AUTO_AUDIT, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
 from ..measures import Measure, get_measure, list_measures
 from ..numerics import pinned_threads
-from ..record import baseline_record, command_line, failed_record, provenance, read_record, scored_record, values_block, \
-    write_record
+from ..record import (audit_options, baseline_record, command_line, failed_record, provenance, read_record,
+                      scored_record, values_block, write_record)
 from ..scoring.spec import MeasureScores
 from ..zoo.roles import resolve_audit_zoo
 from ..zoo.storage import Zoo, load_zoo
@@ -77,9 +77,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     device = resolve_device(device)
     name = name or m.name
     command = command or command_line(f"genbench leaderboard run {m.name} --zoo {zoo.name}",
-                                      ("--no-audit", not requested, False),
-                                      ("--audit-zoo", requested or AUTO_AUDIT, AUTO_AUDIT),
-                                      ("--n-boot", n_boot, N_BOOT),
+                                      *audit_options(requested), ("--n-boot", n_boot, N_BOOT),
                                       ("--allow-partial", not zoo.complete, False),
                                       ("--trainings", len(zoos), 1))
     start = time.perf_counter()

@@ -16,7 +16,8 @@ from ...device import resolve_device
 from ...errors import GenbenchError, check_count, is_positive
 from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
-from ...record import Record, as_submission, command_line, declare_measure, with_failure, write_record_safely
+from ...record import (Record, as_submission, audit_options, command_line, declare_measure, with_failure,
+                       write_record_safely)
 from ...measures import Measure, list_measures
 from ...zoo.roles import resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
@@ -40,8 +41,8 @@ def submit_command(sub: Submission, zoo: str, *, partial: bool = False, audit_zo
                    n_boot: int = N_BOOT, budget_s: float | None = BUDGET_S, unsandboxed: bool = False) -> str:
     """The command that (re)produces the record of `sub` on `zoo` with these settings (a partial zoo: with
     --allow-partial), as stored in its provenance."""
-    return command_line(f"genbench submit {sub.fields()['path']} --zoo {zoo}", ("--no-audit", not audit_zoo, False),
-                        ("--audit-zoo", audit_zoo or AUTO_AUDIT, AUTO_AUDIT), ("--n-boot", n_boot, N_BOOT),
+    return command_line(f"genbench submit {sub.fields()['path']} --zoo {zoo}", *audit_options(audit_zoo),
+                        ("--n-boot", n_boot, N_BOOT),
                         ("--budget-s", budget_s if budget_s is not None else BUDGET_S, BUDGET_S),
                         ("--allow-partial", partial, False), ("--unsandboxed", unsandboxed, False))
 
