@@ -142,8 +142,12 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     tampered.write_text(json.dumps(rec))
     v = verify_record(tampered)
     assert v.problems and "source" in v.problems[0]
+    out = CliRunner().invoke(app, ["verify", str(tampered)])  # not re-run: the code that made it is gone
+    assert out.exit_code == 1 and "cannot verify" in out.output and "does not reproduce" not in out.output
+    rec["provenance"]["measure_source_hash"] = read_record(path)["provenance"]["measure_source_hash"]
+    tampered.write_text(json.dumps(rec))
     out = CliRunner().invoke(app, ["verify", str(tampered)])
-    assert out.exit_code == 1 and "does not reproduce" in out.output
+    assert out.exit_code == 1 and "does not reproduce" in out.output and "scores.values.tau" in out.output
 
 
 def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_scores_alone(records_dir, tmp_path,
@@ -164,6 +168,7 @@ def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_
             "mnist1d-fragility` (750 models to train)") in v.problems[0] and "--scores-only" in v.problems[0]
     out = CliRunner().invoke(app, ["verify", str(path)])
     assert out.exit_code == 1 and "genbench zoo build mnist1d-fragility" in " ".join(out.output.split())
+    assert "cannot verify" in out.output and "does not reproduce" not in out.output
     monkeypatch.setattr(verify_module, "run_entry", real)
     assert verify_record(path, scores_only=True).ok
     rec["scores"]["values"]["tau"] += 0.01  # --scores-only still compares every score

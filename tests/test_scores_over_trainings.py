@@ -297,6 +297,30 @@ def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_o
     assert not (tmp_path / "none").exists()  # refused before any record was made
 
 
+def test_verify_of_a_record_whose_trainings_are_not_built_here_says_to_build_them(trained, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import genbench.entries.trainings as trainings_module
+    from genbench.cli import app
+    from genbench.entries.verify import verify_record
+    from genbench.record import write_record
+    path = write_record(trained[1].data, tmp_path)
+    real = trainings_module.load_zoo
+
+    def without_t2(name, *a, **k):  # training 2 of the grid not built here
+        if name == "digits-mlp-t2":
+            raise GenbenchError("unknown zoo 'digits-mlp-t2'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(trainings_module, "load_zoo", without_t2)
+    v = verify_record(path, scores_only=True)
+    assert not v.differences and v.problems == [
+        "the record is scored on trainings that are not built (completely) here: digits-mlp-t2; build them "
+        "(genbench zoo build digits-mlp --training 2), then verify it again"]
+    out = CliRunner().invoke(app, ["verify", str(path), "--scores-only"])
+    assert out.exit_code == 1 and "cannot verify" in out.output and "does not reproduce" not in out.output
+
+
 def test_beating_the_recipe_on_a_training_compares_with_baseline_hparams_on_that_training(trained):
     zoos, rec, _, base = trained
     # made through the API with a count of trainings and resamples that are not the defaults: its command says both

@@ -44,6 +44,15 @@ def provisional_note(zoo: str, trainings: int, *, command: str) -> str | None:
             f"scored on; complete it: {builds}; then again: {re.sub(r' --trainings [0-9]+', '', command)}")
 
 
+class MissingTrainings(GenbenchError):
+    """Trainings of a zoo's grid that an entry is scored on are not built here (`missing`, by zoo name), with the
+    commands that build them (`builds`); `genbench verify` says so in its own words."""
+
+    def __init__(self, message: str, missing: list[str], builds: list[str]):
+        super().__init__(message)
+        self.missing, self.builds = missing, builds
+
+
 def training_zoos(zoo: Zoo, trainings: int) -> list[Zoo]:
     """The zoos of trainings 0..trainings-1 of `zoo`'s grid, `zoo` first; a training not built here is refused with
     the command that builds it (or `--trainings 1` to score on the recipe's zoo alone)."""
@@ -68,10 +77,10 @@ def training_zoos(zoo: Zoo, trainings: int) -> list[Zoo]:
             continue
         out.append(z)
     if missing:
-        builds = "; ".join(f"genbench zoo build {zoo.name} --training {training_of(m)[1]}" for m in missing)
-        raise GenbenchError(f"training(s) {', '.join(missing)} of {zoo.name!r} are not built (completely) here: "
-                            f"build them ({builds}), or score on the recipe's zoo alone with --trainings 1 (a "
-                            "provisional entry on an official zoo)")
+        builds = [f"genbench zoo build {zoo.name} --training {training_of(m)[1]}" for m in missing]
+        raise MissingTrainings(f"training(s) {', '.join(missing)} of {zoo.name!r} are not built (completely) here: "
+                               f"build them ({'; '.join(builds)}), or score on the recipe's zoo alone with "
+                               "--trainings 1 (a provisional entry on an official zoo)", missing, builds)
     ids = sorted(zoo.table["model_id"].astype(str))
     for z in out[1:]:
         if sorted(z.table["model_id"].astype(str)) != ids:

@@ -19,6 +19,7 @@ from ..zoo.storage import Zoo, load_zoo
 from ..record import RECORD_MAX_BYTES, Record, parse_record, record_path
 from ..text import excerpt, plain_text
 from .run import NO_AUDIT, baselines_source_hash, run_baselines, run_entry
+from .trainings import MissingTrainings
 
 RTOL, ATOL = 1e-5, 1e-8
 # The audit's rescaling control reports the largest relative change of an invariant measure under a function-
@@ -311,7 +312,7 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     try:
         settings = trusted_settings(rec, limits, v.notes)
     except GenbenchError as e:
-        v.problems.append(str(e))
+        v.problems.append(cannot_rerun(e))
         return v
     if rec.data.get("baseline") is True:
         return _verify_baseline(rec, v, device=device, zoo=zoo, settings=settings)
@@ -344,7 +345,7 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
                                trainings=rec.n_trainings, **settings))
     except GenbenchError as e:
-        v.problems.append(str(e))
+        v.problems.append(cannot_rerun(e))
         return v
     _compare_outcome(rec, new, v, scores_only=scores_only)
     if scores_only:
@@ -354,6 +355,15 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         _compare(f"audit.{part}", (rec.audit or {}).get(part), (new.audit or {}).get(part), v.differences, rtol,
                  atol)
     return v
+
+
+def cannot_rerun(e: GenbenchError) -> str:
+    """Why a record could not be made again here: the error's message, or, for trainings of its zoo that are not
+    built, that they are needed and how to build them (not run's advice to score on fewer)."""
+    if isinstance(e, MissingTrainings):
+        return (f"the record is scored on trainings that are not built (completely) here: {', '.join(e.missing)}; "
+                f"build them ({'; '.join(e.builds)}), then verify it again")
+    return str(e)
 
 
 def _without_timing(data: Any, path: str = "") -> Any:
@@ -377,7 +387,7 @@ def _verify_submission(rec: Record, v: Verification, *, device: str | None, subm
     try:
         new = rerun_record(rec, found, submissions, device, audit=not scores_only, settings=settings)
     except GenbenchError as e:
-        v.problems.append(str(e))
+        v.problems.append(cannot_rerun(e))
         return v
     if scores_only:
         _compare_outcome(rec, Record(new), v, scores_only=True)
@@ -424,7 +434,7 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
                                    seed=settings["seed"], command=settings["command"],
                                    allow_partial=settings["allow_partial"], trainings=rec.n_trainings)[0])
     except GenbenchError as e:
-        v.problems.append(str(e))
+        v.problems.append(cannot_rerun(e))
         return v
     _compare_outcome(rec, new, v)
     return v
