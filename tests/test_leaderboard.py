@@ -146,8 +146,10 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert out.exit_code == 1 and "cannot verify" in out.output and "does not reproduce" not in out.output
     rec["provenance"]["measure_source_hash"] = read_record(path)["provenance"]["measure_source_hash"]
     tampered.write_text(json.dumps(rec))
-    out = CliRunner().invoke(app, ["verify", str(tampered)])
+    out = CliRunner().invoke(app, ["verify", str(tampered), str(path)])
     assert out.exit_code == 1 and "does not reproduce" in out.output and "scores.values.tau" in out.output
+    assert "2 records: 1 does not reproduce, 1 reproduced" in out.output
+    assert "evaluate digits-mlp: 100%|" in out.output  # the progress of its evaluation (minutes on a search measure)
 
 
 def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_scores_alone(records_dir, tmp_path,

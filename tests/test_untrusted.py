@@ -274,7 +274,7 @@ def test_leaderboard_failed_add_and_verify_print_a_forged_records_fields_and_fil
     bad["zoo"]["name"] = PLANTED
     odd.write_text(json.dumps(bad))
     out = CliRunner().invoke(app, ["verify", str(odd)])
-    assert out.exit_code == 1 and "does not reproduce" in out.output and "is not a plain name" in flat(out)
+    assert out.exit_code == 1 and "cannot verify" in out.output and "is not a plain name" in flat(out)
     assert_escaped(out.output)
 
 

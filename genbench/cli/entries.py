@@ -193,21 +193,25 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
     from ..entries.verify import verify_record
 
     limits = _limits(max_n_boot, max_budget_s)
-    failed = 0
+    said: dict[str, int] = {}
     for path in records:
         v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                          scores_only=scores_only, limits=limits)
+                          scores_only=scores_only, limits=limits, progress=True)
         _print_notes(v)
+        # numbers that differ, or only what kept them from being recomputed
+        outcome = "reproduced" if v.ok else "does not reproduce" if v.differences else "cannot verify"
+        said[outcome] = said.get(outcome, 0) + 1
         if v.ok:
             what = "; scores and values only: the audit was not repeated" if scores_only else ""
             console.print(f"[green]reproduced[/green] {safe_text(path, limit=None)} (rtol {rtol:g}, atol {atol:g}"
                           f"{what})", highlight=False)
             continue
-        failed += 1  # numbers that differ, or only what kept them from being recomputed
-        said = "does not reproduce" if v.differences else "cannot verify"
-        console.print(f"[red]{said}[/red] {safe_text(path, limit=None)}", highlight=False)
+        console.print(f"[red]{outcome}[/red] {safe_text(path, limit=None)}", highlight=False)
         _print_why(v)
-    if failed:
+    if len(records) > 1:
+        console.print(f"{len(records)} records: " + ", ".join(f"{n} {outcome}" for outcome, n in said.items()),
+                      highlight=False, markup=False)
+    if set(said) - {"reproduced"}:
         raise typer.Exit(1)
 
 
@@ -272,7 +276,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
     refused = 0
     for path in records:
         v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                       reviewed=reviewed, limits=limits)
+                       reviewed=reviewed, limits=limits, progress=True)
         _print_notes(v)
         if v.ok:
             how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced

@@ -236,12 +236,12 @@ def _compare_outcome(rec: Record, new: Record, v: Verification, *, scores_only: 
 
 def verify_record(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
                   submissions: str | Path | None = None, zoo: str | Path | None = None,
-                  scores_only: bool = False, limits: Limits | None = None) -> Verification:
+                  scores_only: bool = False, limits: Limits | None = None, progress: bool = False) -> Verification:
     """verify_public(), then the record's private block (issue 43), which only the maintainers' secret can check:
     without it `.notes` says so (everything public was checked); with it, once the public part reproduces, the entry
     is re-run on the private training and its private scores compared (check_private)."""
     v = verify_public(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                      scores_only=scores_only, limits=limits)
+                      scores_only=scores_only, limits=limits, progress=progress)
     check_private(Record.read(path), v, device=device, submissions=submissions, limits=limits)
     return v
 
@@ -290,7 +290,7 @@ def check_private(rec: Record, v: Verification, *, device: str | None = None,
 
 def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
                   submissions: str | Path | None = None, zoo: str | Path | None = None,
-                  scores_only: bool = False, limits: Limits | None = None) -> Verification:
+                  scores_only: bool = False, limits: Limits | None = None, progress: bool = False) -> Verification:
     """Re-run the record's entry without the value cache; compare scores, audit verdicts and per-model values,
     and check that the measure's source hash and the zoo's table hash are still those recorded. A record whose
     audit zoo is not built here is refused, saying how to build it, unless `scores_only`: then the audit is not
@@ -315,7 +315,7 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
         v.problems.append(cannot_rerun(e))
         return v
     if rec.data.get("baseline") is True:
-        return _verify_baseline(rec, v, device=device, zoo=zoo, settings=settings)
+        return _verify_baseline(rec, v, device=device, zoo=zoo, settings=settings, progress=progress)
     if not scores_only and (why := audit_zoo_problem(rec)):
         v.problems.append(why)
         return v
@@ -343,7 +343,7 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     settings.pop("budget_s")  # a built-in runs under genbench's budget (run_entry's default)
     try:  # on the trainings the record was scored on (each one's zoo built here, found by name)
         new = Record(run_entry(m.name, zoo, name=rec.name, submission=rec.submission, device=device, cache=False,
-                               trainings=rec.n_trainings, **settings))
+                               trainings=rec.n_trainings, progress=progress, **settings))
     except GenbenchError as e:
         v.problems.append(cannot_rerun(e))
         return v
@@ -415,7 +415,7 @@ def known_commit(commit: Any) -> bool:
 
 
 def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: str | Path | None,
-                     settings: dict[str, Any]) -> Verification:
+                     settings: dict[str, Any], progress: bool = False) -> Verification:
     """Re-make a baseline row without the value cache and compare it as verify_record compares a measure's."""
     from ..scoring.baselines import BASELINE_NAMES
     if rec.name not in BASELINE_NAMES:
@@ -432,7 +432,8 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
     try:
         new = Record(run_baselines(zoo, only=(rec.name,), device=device, cache=False, n_boot=settings["n_boot"],
                                    seed=settings["seed"], command=settings["command"],
-                                   allow_partial=settings["allow_partial"], trainings=rec.n_trainings)[0])
+                                   allow_partial=settings["allow_partial"], trainings=rec.n_trainings,
+                                   progress=progress)[0])
     except GenbenchError as e:
         v.problems.append(cannot_rerun(e))
         return v
@@ -442,7 +443,8 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
 
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
                device: str | None = None, submissions: str | Path | None = None,
-               zoo: str | Path | None = None, reviewed: bool = False, limits: Limits | None = None) -> Verification:
+               zoo: str | Path | None = None, reviewed: bool = False, limits: Limits | None = None,
+               progress: bool = False) -> Verification:
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
@@ -479,7 +481,8 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
         v.problems += review_problems(rec.written_name, submissions)
     if v.problems:
         return v
-    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo, limits=limits)
+    v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo, limits=limits,
+                      progress=progress)
     if v.ok and _bytes_or_none(path) != data:
         v.problems.append("the record's file changed while it was verified; add it again")
     if v.ok:
