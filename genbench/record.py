@@ -98,9 +98,11 @@ def command_line(base: str, *options: tuple[str, Any, Any]) -> str:
     return " ".join(words)
 
 
-def audit_options(requested: str | None) -> tuple[tuple[str, Any, Any], ...]:
-    """command_line's options for an audit zoo argument as given (AUTO_AUDIT, a zoo's name, or ''/None: no audit)."""
-    return ("--no-audit", not requested, False), ("--audit-zoo", requested or AUTO_AUDIT, AUTO_AUDIT)
+def audit_options(audit_zoo: str | None, auto: str | None) -> tuple[tuple[str, Any, Any], ...]:
+    """command_line's options for the audit zoo a record is audited on (''/None: no audit); the one AUTO_AUDIT picks
+    for its zoo (`auto`) is the default, so a re-run that names it (verify does) says the same command."""
+    shown = AUTO_AUDIT if audit_zoo and audit_zoo == auto else audit_zoo
+    return ("--no-audit", not shown, False), ("--audit-zoo", shown or AUTO_AUDIT, AUTO_AUDIT)
 
 
 def _entry(name: str, m: Measure | None, measure: str, zoo: Zoo, submission: dict | None) -> dict[str, Any]:

@@ -371,6 +371,10 @@ def test_a_record_on_a_partial_zoo_is_marked_partial_and_listed_apart_unranked(p
     assert rec.command == "genbench leaderboard run norm.fro_sum --zoo digits-mlp --no-audit --n-boot 20 --allow-partial"
     command, params = parsed_command(rec.command)
     assert command == "leaderboard run" and params["no_audit"] and params["allow_partial"] and params["n_boot"] == 20
+    from genbench.zoo.roles import audit_zoo_of
+    auto = audit_zoo_of(partial_zoo)  # named, the zoo the default picks is said as the default (not built: a note)
+    named = Record(run_entry("norm.fro_sum", partial_zoo, audit_zoo=auto, n_boot=20, allow_partial=True))
+    assert named.command == "genbench leaderboard run norm.fro_sum --zoo digits-mlp --n-boot 20 --allow-partial"
     complete = read_record(results / "digits-mlp" / "norm.params.json")  # made on the complete zoo: as before
     assert sorted(complete["zoo"]) == ["name", "revision", "table_sha256", "version"]
 

@@ -163,6 +163,19 @@ def test_the_zoos_are_not_there_at_import(tmp_path, digits_zoo):
                                                                    "GenbenchError: unknown zoo 'digits-mlp'")
 
 
+def test_a_rerun_that_names_the_audit_zoo_auto_picked_writes_the_same_command(digits_zoo):
+    """verify re-makes a submission's record with its audit zoo by name and compares every field, the command too:
+    the zoo the default picks is said as the default, so an honest record reproduces."""
+    from genbench.entries.submit.api import submit_command
+    from genbench.zoo.roles import audit_zoo_of
+    sub = load_submission(TEMPLATE)
+    plain = "genbench submit submissions/_template --zoo digits-mlp"
+    assert submit_command(sub, digits_zoo, audit_zoo=audit_zoo_of(digits_zoo)) == plain  # `submit` with the default
+    assert submit_command(sub, digits_zoo, audit_zoo="fragility-cnn-mnist1d") == \
+        plain + " --audit-zoo fragility-cnn-mnist1d"
+    assert submit_command(sub, digits_zoo, audit_zoo=None, n_boot=20) == plain + " --no-audit --n-boot 20"
+
+
 def test_settings_that_cannot_work_are_refused_before_the_worker_starts(tmp_path, digits_zoo):
     folder = make_submission(tmp_path, "fine", """
         @gb.register_measure("sub.fine")

@@ -18,7 +18,7 @@ from ..numerics import pinned_threads
 from ..record import (audit_options, baseline_record, command_line, failed_record, provenance, read_record,
                       scored_record, values_block, write_record)
 from ..scoring.spec import MeasureScores
-from ..zoo.roles import resolve_audit_zoo
+from ..zoo.roles import audit_zoo_of, resolve_audit_zoo
 from ..zoo.storage import Zoo, load_zoo
 from .trainings import default_trainings, provisional_note, trainings_block, training_zoos
 
@@ -70,14 +70,13 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     from ..scoring.scores import measure_matrix
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
-    requested = audit_zoo
     audit_zoo = resolve_audit_zoo(audit_zoo, zoo)  # AUTO_AUDIT: the audit zoo of the zoo's family (one rule)
     zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     zoos = training_zoos(zoo, default_trainings(zoo) if trainings is None else trainings)
     device = resolve_device(device)
     name = name or m.name
     command = command or command_line(f"genbench leaderboard run {m.name} --zoo {zoo.name}",
-                                      *audit_options(requested), ("--n-boot", n_boot, N_BOOT),
+                                      *audit_options(audit_zoo, audit_zoo_of(zoo)), ("--n-boot", n_boot, N_BOOT),
                                       ("--allow-partial", not zoo.complete, False),
                                       ("--trainings", len(zoos), 1))
     start = time.perf_counter()

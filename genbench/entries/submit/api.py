@@ -19,7 +19,7 @@ from ...leaderboard.columns import HEADLINE
 from ...record import (Record, as_submission, audit_options, command_line, declare_measure, with_failure,
                        write_record_safely)
 from ...measures import Measure, list_measures
-from ...zoo.roles import resolve_audit_zoo
+from ...zoo.roles import audit_zoo_of, resolve_audit_zoo
 from ...zoo.storage import Zoo, load_zoo
 from ..run import failure_record, run_entry
 from ..trainings import default_trainings
@@ -37,14 +37,15 @@ STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and l
 SANDBOXED, UNSANDBOXED = "bubblewrap", "none (--unsandboxed)"  # a record's provenance.sandbox
 
 
-def submit_command(sub: Submission, zoo: str, *, partial: bool = False, audit_zoo: str | None = AUTO_AUDIT,
-                   n_boot: int = N_BOOT, budget_s: float | None = BUDGET_S, unsandboxed: bool = False) -> str:
-    """The command that (re)produces the record of `sub` on `zoo` with these settings (a partial zoo: with
-    --allow-partial), as stored in its provenance."""
-    return command_line(f"genbench submit {sub.fields()['path']} --zoo {zoo}", *audit_options(audit_zoo),
+def submit_command(sub: Submission, zoo: Zoo, *, audit_zoo: str | None, n_boot: int = N_BOOT,
+                   budget_s: float | None = BUDGET_S, unsandboxed: bool = False) -> str:
+    """The command that (re)produces the record of `sub` on `zoo` with these settings (`audit_zoo` resolved: a
+    zoo's name or None; a partial zoo: with --allow-partial), as stored in its provenance."""
+    return command_line(f"genbench submit {sub.fields()['path']} --zoo {zoo.name}",
+                        *audit_options(audit_zoo, audit_zoo_of(zoo)),
                         ("--n-boot", n_boot, N_BOOT),
                         ("--budget-s", budget_s if budget_s is not None else BUDGET_S, BUDGET_S),
-                        ("--allow-partial", partial, False), ("--unsandboxed", unsandboxed, False))
+                        ("--allow-partial", not zoo.complete, False), ("--unsandboxed", unsandboxed, False))
 
 
 def _default_timeout(zoos: list[Zoo], audit: Zoo | None, budget_s: float | None) -> float:
@@ -187,16 +188,17 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
     device = resolve_device(device)  # a missing GPU is refused here, not recorded as the submission's failure
     memory_bytes = int(memory_gb * 2**30)
     audit = None
-    if audit_zoo:
+    audited_on = resolve_audit_zoo(audit_zoo, loaded[0]) if audit_zoo else None  # the zoo the audit runs on
+    if audited_on:
         try:
-            audit = load_zoo(resolve_audit_zoo(audit_zoo, loaded[0]))
+            audit = load_zoo(audited_on)
         except GenbenchError:
             audit = None  # run_entry notes that the audit could not run, as it does for built-in measures
     if timeout_s is None:
         timeout_s = _default_timeout(loaded, audit, budget_s)
     fields = sub.fields()
-    commands = [submit_command(sub, z.name, partial=not z.complete, audit_zoo=audit_zoo, n_boot=n_boot,
-                               budget_s=budget_s, unsandboxed=unsandboxed) for z in loaded]
+    commands = [submit_command(sub, z, audit_zoo=audited_on, n_boot=n_boot, budget_s=budget_s,
+                               unsandboxed=unsandboxed) for z in loaded]
     sandbox = UNSANDBOXED if unsandboxed else SANDBOXED
 
     def fail_all(reason: str, meta: dict[str, Any] | None, seconds: float) -> list[dict[str, Any]]:
