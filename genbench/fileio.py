@@ -39,10 +39,15 @@ def read_capped(path: str | Path, limit: int, *, what: str = "file", dir_fd: int
             raise GenbenchError(f"{what} {name} is a symbolic link; genbench reads no file through a link: put the "
                                 "file itself there") from None
         raise GenbenchError(f"cannot read {what} {name}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a folder, pipe or device (fdopen refuses a folder with its own error)
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise GenbenchError(f"{what} {name} is {kind}; genbench reads only regular files there")
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise GenbenchError(f"{what} {name} is not a regular file; genbench reads only regular files there")
         data = f.read(limit + 1) if st.st_size <= limit else b""
         if st.st_size > limit or len(data) > limit:
             raise GenbenchError(f"{what} {name} is larger than {limit:,} bytes ({max(st.st_size, len(data)):,}); "

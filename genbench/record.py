@@ -771,6 +771,22 @@ class SkippedRecordWarning(UserWarning):
     """A file in a results folder that `load_records` skipped: it cannot be read as a record of this genbench."""
 
 
+def record_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The record files `paths` name: a file as given; a folder, the records in it (NAME.json) or, for a results
+    folder, in its zoo folders (ZOO/NAME.json), sorted; a folder that holds neither is refused."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(path.glob("*.json")) or sorted(path.glob("*/*.json"))
+        if not found:
+            raise GenbenchError(f"no result records in the folder {path} (neither NAME.json nor ZOO/NAME.json): name "
+                                "record files, a zoo's folder of records or a results folder")
+        out += found
+    return out
+
+
 def load_records(root: str | Path | None = None, zoo: str | None = None, *,
                  skipped: list[str] | None = None) -> list[Record]:
     """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name (ROOT: the user's results folder by default).

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -149,7 +150,28 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     out = CliRunner().invoke(app, ["verify", str(tampered), str(path)])
     assert out.exit_code == 1 and "does not reproduce" in out.output and "scores.values.tau" in out.output
     assert "2 records: 1 does not reproduce, 1 reproduced" in out.output
+    two = tmp_path / "two"  # a folder of records: each verified, in name order
+    two.mkdir()
+    shutil.copy(path, two / "norm.params.json")
+    shutil.copy(tampered, two / "t.json")
+    out = CliRunner().invoke(app, ["verify", str(two)])
+    assert out.exit_code == 1 and "2 records: 1 reproduced, 1 does not reproduce" in out.output
     assert "evaluate digits-mlp: 100%|" in out.output  # the progress of its evaluation (minutes on a search measure)
+
+
+def test_record_files_are_the_files_named_and_the_records_of_the_folders_named(tmp_path):
+    from genbench.errors import GenbenchError
+    from genbench.record import record_files
+    results = tmp_path / "results"
+    for name in ("z1/b.json", "z1/a.json", "z2/c.json"):
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_text("{}")
+    loose = tmp_path / "loose.json"
+    assert record_files([loose, results]) == [loose, results / "z1/a.json", results / "z1/b.json", results / "z2/c.json"]
+    assert record_files([results / "z2"]) == [results / "z2/c.json"]
+    with pytest.raises(GenbenchError, match="no result records in the folder .*empty"):
+        (tmp_path / "empty").mkdir()
+        record_files([tmp_path / "empty"])
 
 
 def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_scores_alone(records_dir, tmp_path,

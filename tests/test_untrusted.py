@@ -300,12 +300,13 @@ def test_records_are_read_only_as_regular_files_within_a_cap(tmp_path):
     os.mkfifo(results / "digits-mlp" / "fifo.json")
     with open(results / "digits-mlp" / "huge.json", "wb") as f:
         f.truncate(2**30)  # sparse: a gigabyte that is never read
+    (results / "digits-mlp" / "folder.json").mkdir()
     skipped: list[str] = []
     recs = load_records(results, skipped=skipped)
     assert [r.name for r in recs] == ["good"] and good.is_file()
     said = " ".join(skipped)
     assert "linked.json is a symbolic link" in said and "fifo.json is not a regular file" in said
-    assert "huge.json is larger than" in said
+    assert "huge.json is larger than" in said and "folder.json is a folder; genbench reads only regular files" in said
 
 
 # ---------------------------------------------------------------- item 8: a record names what to re-run, no more

@@ -178,7 +178,7 @@ def leaderboard_failed(results: Optional[Path] = typer.Option(None, "--results",
 
 @app.command("verify", epilog="Example: genbench verify ~/.cache/genbench/results/ZOO/NAME.json")
 def verify_cmd(records: list[Path] = typer.Argument(..., help="result record files (ZOO/NAME.json in a results "
-                                                                 "folder)"),
+                                                                 "folder), or folders of them"),
                rtol: Rtol = 1e-5, atol: Atol = 1e-8, device: Device = None, submissions: Submissions = None,
                zoo: CitedZoo = None,
                scores_only: bool = typer.Option(False, "--scores-only", help="do not repeat the fragility audit: "
@@ -192,7 +192,10 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
     is compared."""
     from ..entries.verify import verify_record
 
+    from ..record import record_files
+
     limits = _limits(max_n_boot, max_budget_s)
+    records = record_files(records)
     said: dict[str, int] = {}
     for path in records:
         v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
@@ -244,7 +247,7 @@ def _shown(x: object, limit: int = 400) -> str:
 @leaderboard_app.command("add",
                          epilog="Example: genbench leaderboard add ~/.cache/genbench/results/ZOO/NAME.json")
 def leaderboard_add(records: list[Path] = typer.Argument(..., help="result record files, e.g. "
-                                                          "$GENBENCH_HOME/results/ZOO/NAME.json"),
+                                                          "$GENBENCH_HOME/results/ZOO/NAME.json, or folders of them"),
                     to: Optional[Path] = typer.Option(None, "--to", help="the shipped folder of verified records "
                                                       f"(default: the {SHIPPED_RESULTS} of the checkout genbench "
                                                       "runs from)"),
@@ -272,9 +275,11 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                 f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
     check_writable(to)  # before any record is recomputed
+    from ..record import record_files
+
     limits = _limits(max_n_boot, max_budget_s)
     refused = 0
-    for path in records:
+    for path in record_files(records):
         v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
                        reviewed=reviewed, limits=limits, progress=True)
         _print_notes(v)
