@@ -71,6 +71,17 @@ def shipped_results_dir() -> Path | None:
     return folder if folder.is_dir() and (root / "pyproject.toml").is_file() else None
 
 
+def check_file_out(flag: str, path: Path | None, example: str) -> None:
+    """Refuse, before any work, a file a command will write (`flag` names the option) where a folder stands, or in a
+    folder that cannot be written (check_writable)."""
+    if path is None:
+        return
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise GenbenchError(f"{flag} {path} is a folder; name a file to write, e.g. {path / example}")
+    check_writable(path.parent)
+
+
 def check_writable(*folders: Path | None) -> None:
     """Refuse, in one line and before any work, a folder a command will write to that cannot be written: the first
     part of its path that exists is a file, or a folder that is not writable. `folders` (None: $GENBENCH_HOME) are

@@ -427,6 +427,26 @@ def test_a_folder_that_takes_no_file_is_refused_at_once(monkeypatch, tmp_path):
         assert isinstance(out.exception, GenbenchError) and "/proc does not take a new file" in str(out.exception), argv
 
 
+def test_a_file_to_write_where_a_folder_stands_is_refused_before_any_work(tmp_path):
+    """`score --values DIR` evaluated every value, then ended in an IsADirectoryError traceback; `leaderboard --html
+    FILE` printed the table, then a FileExistsError traceback."""
+    folder, file = tmp_path / "here", tmp_path / "notes.txt"
+    folder.mkdir()
+    file.write_text("mine")
+    for argv, said in ((["evaluate", "norm.params", "--zoo", "nowhere", "--out", str(folder)],
+                        f"--out {folder} is a folder; name a file to write, e.g. {folder}/values.parquet"),
+                       (["score", "norm.params", "--zoo", "nowhere", "--values", str(folder)],
+                        f"--values {folder} is a folder; name a file to write, e.g. {folder}/values.parquet"),
+                       (["audit", "norm.params", "--zoo", "nowhere", "--json", str(folder)], f"--json {folder} is a "),
+                       (["audit", "norm.params", "--zoo", "nowhere", "--plot", str(folder)], f"--plot {folder} is a "),
+                       (["leaderboard", "--results", str(folder), "--html", str(file)],
+                        f"{file} is a file, not a folder for the site")):
+        out = CliRunner().invoke(app, argv)
+        assert isinstance(out.exception, GenbenchError) and said in str(out.exception), (argv, out.output)
+        assert not out.output.strip(), argv  # nothing printed first: no table, no progress
+    assert file.read_text() == "mine" and not any(folder.iterdir())
+
+
 def test_the_python_api_names_bad_arguments(digits_zoo):
     """The public functions refuse a wrong type or an impossible budget or count in one sentence, as the commands
     do (they raised TypeError or AttributeError from deep inside, or ran with a negative budget)."""

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from genbench.errors import GenbenchError
+
 from genbench.leaderboard.site import MARKER, write_site
 from site_records import (ADJ_REFUSAL, BIG_ZOO, CITATIONS, FAIL_REASON, LONG_TITLE, SCR_THRESHOLD, SIGN_ERROR_NOTE,
                           XSS_TITLE, ZOO1, ZOO2, make_ablation, make_many_records, make_records)
@@ -132,8 +134,11 @@ def test_write_site_replaces_its_own_output_and_refuses_foreign_dirs(tmp_path: P
     foreign = tmp_path / "home"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("precious")
-    with pytest.raises(FileExistsError, match="not a genbench site"):
+    with pytest.raises(GenbenchError, match="holds files and is not a genbench site"):
         write_site(make_records(), foreign)
+    assert (foreign / "thesis.tex").read_text() == "precious"
+    with pytest.raises(GenbenchError, match="thesis.tex is a file, not a folder for the site"):
+        write_site(make_records(), foreign / "thesis.tex")
     assert (foreign / "thesis.tex").read_text() == "precious"
     empty = write_site([], tmp_path / "empty")
     assert "No records" in empty.read_text()

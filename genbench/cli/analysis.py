@@ -10,7 +10,7 @@ from rich.table import Column, Table
 
 from ..defaults import AUDIT_ZOO, BUDGET_S, N_BOOT, SEED
 from ..errors import GenbenchError
-from ..paths import check_writable
+from ..paths import check_file_out, check_writable
 from ..text import REASON_LIMIT, plain_text
 from .app import app, console
 from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
@@ -34,7 +34,8 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
                  address: Address = None,
                  ) -> None:
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
-    check_writable(None, out.parent if out else None)
+    check_writable(None)
+    check_file_out("--out", out, "values.parquet")
     from ..harness import evaluate, save_values, values_path
     from ..zoo import load_zoo
 
@@ -120,6 +121,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     if external:
         raise GenbenchError(f"{', '.join(external)} apply to a table from elsewhere (--values FILE without --zoo)")
     check_limits(counts={"--n-boot": n_boot})
+    check_file_out("--values", values, "values.parquet")  # read when it is there, else the values computed are written to it
     z = load_zoo(zoo)
     z.require_complete(allow_partial=allow_partial)  # before any value is computed
     if not z.complete:
@@ -243,7 +245,9 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                                                   "error against train size, per arm) here: .svg or .png"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
-    check_writable(None, *(f.parent for f in (json_out, plot) if f is not None))  # before the audit's minutes
+    check_writable(None)  # before the audit's minutes
+    check_file_out("--json", json_out, "audit.json")
+    check_file_out("--plot", plot, "curves.svg")
     from ..fileio import write_json_atomic
     from ..leaderboard.terminal import print_audit
     from ..scoring import audit

@@ -61,9 +61,11 @@ def leaderboard_cmd(ctx: typer.Context,
     if every and zoo is not None:
         raise GenbenchError("--all shows every zoo; --zoo NAME one of them: give one of the two")
     score_spec(sort)  # an unknown score fails here, with a suggestion
-    if html is not None:
+    if html is not None:  # before the records are read and the table printed
+        from ..leaderboard.site import check_site_folder
         from ..paths import check_writable
         check_writable(html.parent)
+        check_site_folder(html)
     stderr = Console(stderr=True)  # notes go to stderr: stdout may be csv or json
     records = shown_records(results, zoo, say=lambda text, kind: stderr.print(text, style=STYLES[kind], markup=False,
                                                                               highlight=False))

@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..defaults import AGGREGATE_RULE, DEMOGEN_ZOO
+from ..errors import GenbenchError
 from ..record import Record, finite
 from ..scoring.spec import DEFAULT_SORT, score_label
 from .columns import BASELINE_NOTE, SHOWN, score_spec
@@ -651,6 +652,18 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def check_site_folder(out: str | Path) -> None:
+    """Refuse a folder for the site that holds something else: a file there, or a folder with files and without
+    the MARKER of a site genbench wrote (which it replaces)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise GenbenchError(f"{out} is a file, not a folder for the site: name a new or empty folder, or one holding "
+                            "a site genbench wrote")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise GenbenchError(f"{out} holds files and is not a genbench site (no {MARKER} file); refusing to replace "
+                            "it: name a new or empty folder")
+
+
 def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: str = DEFAULT_SORT,
                ablation: Mapping[str, pd.DataFrame] | None = None, title: str = "genbench leaderboard",
                progress: bool = False) -> Path:
@@ -659,9 +672,7 @@ def write_site(records: Iterable[Mapping[str, Any]], out: str | Path, *, sort: s
     from tqdm.auto import tqdm
 
     out = Path(out).resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).exists())):
-        raise FileExistsError(f"{out} exists and is not a genbench site (no {MARKER} file); refusing to replace "
-                              "it: choose an empty or new directory")
+    check_site_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     records = list(records)
     names = entry_names(records)
