@@ -706,8 +706,10 @@ def parse_record(data: bytes, path: str | Path) -> dict[str, Any]:
     try:
         rec = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an integer of thousands of digits
-        why = "nested too deeply" if isinstance(e, RecursionError) else e
-        raise GenbenchError(f"cannot read result record {path}: {why}") from None
+        why = ("nested too deeply" if isinstance(e, RecursionError) else "not UTF-8 text"
+               if isinstance(e, UnicodeDecodeError) else f"not JSON ({e})")
+        raise GenbenchError(f"cannot read result record {path}: {why}; a record is the JSON file that `genbench "
+                            "submit` or `genbench leaderboard run` writes") from None
     if not isinstance(rec, dict):
         raise GenbenchError(f"{path} is not a genbench result record: it holds a {type(rec).__name__}, not an object")
     missing = [k for k in REQUIRED if k not in rec]

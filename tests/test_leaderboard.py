@@ -154,8 +154,10 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     two.mkdir()
     shutil.copy(path, two / "norm.params.json")
     shutil.copy(tampered, two / "t.json")
+    (two / "u.json").write_text("not a record")  # said, and the others still verified
     out = CliRunner().invoke(app, ["verify", str(two)])
-    assert out.exit_code == 1 and "2 records: 1 reproduced, 1 does not reproduce" in out.output
+    assert out.exit_code == 1 and "3 records: 1 reproduced, 1 does not reproduce, 1 cannot verify" in out.output
+    assert "u.json: not JSON (" in " ".join(out.output.split())
     assert "evaluate digits-mlp: 100%|" in out.output  # the progress of its evaluation (minutes on a search measure)
 
 

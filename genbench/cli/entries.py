@@ -190,16 +190,18 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
 
     A submission's record is re-made in the sandbox from SUBMISSIONS/NAME only, and every field but the timings
     is compared."""
-    from ..entries.verify import verify_record
-
+    from ..entries.verify import Verification, verify_record
     from ..record import record_files
 
     limits = _limits(max_n_boot, max_budget_s)
     records = record_files(records)
     said: dict[str, int] = {}
     for path in records:
-        v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                          scores_only=scores_only, limits=limits, progress=True)
+        try:
+            v = verify_record(path, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
+                              scores_only=scores_only, limits=limits, progress=True)
+        except GenbenchError as e:  # a file that is no record: said, and the others verified
+            v = Verification(str(path), problems=[str(e)])
         _print_notes(v)
         # numbers that differ, or only what kept them from being recomputed
         outcome = "reproduced" if v.ok else "does not reproduce" if v.differences else "cannot verify"
