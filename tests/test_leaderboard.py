@@ -239,9 +239,11 @@ def test_leaderboard_add_verifies_and_copies_a_good_record_and_refuses_tampered_
     shipped = tmp_path / "shipped"
     shipped.mkdir()
     good = records_dir / "digits-mlp" / "norm.params.json"
-    out = runner.invoke(app, ["leaderboard", "add", str(good), "--to", str(shipped)])
-    assert out.exit_code == 0, out.output
-    assert "added" in out.output and "reproduced" in out.output
+    junk = tmp_path / "junk.json"
+    junk.write_text("not a record")  # refused, and the record after it still added
+    out = runner.invoke(app, ["leaderboard", "add", str(junk), str(good), "--to", str(shipped)])
+    assert out.exit_code == 1, out.output
+    assert "added" in out.output and "reproduced" in out.output and "junk.json: not added" in " ".join(out.output.split())
     assert _files(shipped) == {"digits-mlp/norm.params.json": good.read_bytes()}  # the file as it was, no temp left
 
     rec = read_record(good)

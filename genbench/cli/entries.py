@@ -268,7 +268,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
     Each record is recomputed from scratch (no cache) and copied atomically when every number reproduces; failed
     records and those that do not reproduce are refused, saying why."""
     from .. import paths
-    from ..entries.verify import add_record
+    from ..entries.verify import Verification, add_record, check_shipped_folder
 
     if to is None:
         to = paths.shipped_results_dir()
@@ -276,14 +276,18 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
             raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parents[1]}), not from a "
                                 f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
-    check_writable(to)  # before any record is recomputed
+    check_shipped_folder(to)  # before any record is recomputed
+    check_writable(to)
     from ..record import record_files
 
     limits = _limits(max_n_boot, max_budget_s)
     refused = 0
     for path in record_files(records):
-        v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
-                       reviewed=reviewed, limits=limits, progress=True)
+        try:
+            v = add_record(path, to, rtol=rtol, atol=atol, device=device, submissions=submissions, zoo=zoo,
+                           reviewed=reviewed, limits=limits, progress=True)
+        except GenbenchError as e:  # a file that is no record: refused, and the others still added
+            v = Verification(str(path), problems=[str(e)])
         _print_notes(v)
         if v.ok:
             how = f"reproduced within rtol {rtol:g}, atol {atol:g}" + ("; replaced the record there" if v.replaced

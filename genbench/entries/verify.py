@@ -441,6 +441,13 @@ def _verify_baseline(rec: Record, v: Verification, *, device: str | None, zoo: s
     return v
 
 
+def check_shipped_folder(to: Path) -> None:
+    """Refuse a folder to add records to that does not exist (a typo would otherwise make a new one)."""
+    if not to.is_dir():
+        raise GenbenchError(f"{to} is not a folder: records are added to the shipped folder of verified records (a "
+                            f"checkout's {SHIPPED_RESULTS.as_posix()}), which must exist")
+
+
 def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: float = ATOL,
                device: str | None = None, submissions: str | Path | None = None,
                zoo: str | Path | None = None, reviewed: bool = False, limits: Limits | None = None,
@@ -449,9 +456,7 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
     to, path = Path(to), Path(path)
-    if not to.is_dir():
-        raise GenbenchError(f"{to} is not a folder: records are added to the shipped folder of verified records (a "
-                            f"checkout's {SHIPPED_RESULTS.as_posix()}), which must exist")
+    check_shipped_folder(to)
     data = read_capped(path, RECORD_MAX_BYTES, what="result record")
     rec = Record(parse_record(data, path))
     v = Verification(str(path), rtol=rtol, atol=atol)
