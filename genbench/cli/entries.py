@@ -276,8 +276,8 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
             raise GenbenchError(f"genbench runs from an installed package ({Path(__file__).parents[1]}), not from a "
                                 f"checkout of its repository, so there is no shipped {SHIPPED_RESULTS} to add to; "
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
-    check_shipped_folder(to)  # before any record is recomputed
-    check_writable(to)
+    check_writable(to)  # before any record is recomputed
+    check_shipped_folder(to)
     from ..record import record_files
 
     limits = _limits(max_n_boot, max_budget_s)
