@@ -296,6 +296,28 @@ def test_the_api_and_every_command_refuse_invalid_budgets_and_counts(tmp_path):
     assert _files(results) == before
 
 
+def test_a_value_table_file_that_cannot_take_the_values_is_refused_before_they_are_computed(digits_zoo, tmp_path,
+                                                                                             monkeypatch):
+    """`evaluate --out FILE` computed every value, then failed to merge them into FILE: a traceback from pyarrow for
+    a file that is no parquet table, one line for another zoo's values, both after the work."""
+    import genbench.harness as harness
+    junk, other = tmp_path / "junk.parquet", tmp_path / "other.parquet"
+    junk.write_text("not parquet")
+    theirs = pd.DataFrame({"model_id": ["m0"], "x": [1.0]})
+    theirs.attrs.update(zoo="elsewhere", table_sha256="f" * 64)
+    theirs.to_parquet(other)
+    monkeypatch.setattr(harness, "evaluate", lambda *a, **k: pytest.fail("values computed before the refusal"))
+    for path, said in ((junk, f"{junk} is not a value table genbench can read ("),
+                       (other, f"{other} holds the values of zoo 'elsewhere' (table sha256 ffffffffffff), not of "
+                               "this zoo")):
+        out = CliRunner().invoke(app, ["evaluate", "norm.params", "--zoo", "digits-mlp", "--out", str(path)])
+        assert isinstance(out.exception, GenbenchError) and said in str(out.exception), out.output
+        assert "\n" not in str(out.exception)
+    assert junk.read_text() == "not parquet"
+    with pytest.raises(GenbenchError, match="is not a value table genbench can read"):  # and for any reader
+        values_mod.load_values(junk)
+
+
 def test_concurrent_writers_of_a_value_table_keep_every_column(digits_zoo, tmp_path, monkeypatch):
     names = ["norm.params", "norm.fro_sum", "norm.fro_prod", "norm.path"]
     frames = {n: gb.evaluate([n], digits_zoo, progress=False) for n in names}

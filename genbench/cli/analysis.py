@@ -37,10 +37,13 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     check_writable(None)
     check_file_out("--out", out, "values.parquet")
     from ..harness import evaluate, save_values, values_path
+    from ..harness.values import check_values_out
     from ..zoo import load_zoo
 
     check_limits(seconds={"--budget-s": budget_s})
     z = load_zoo(zoo)
+    if out is not None:  # before any value is computed: a file it could not merge into
+        check_values_out(out, z.table_sha256)
     df = evaluate(measures, z, device=device, executor=executor, models=models, seed=seed, budget_s=budget_s,
                   cache=not no_cache, address=address)
     path = save_values(df, out or values_path(z.name), replace=out is None)  # never overwrites another zoo's --out

@@ -79,7 +79,27 @@ def load_values(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise GenbenchError(f"no value table at {p}; run `genbench evaluate MEASURE... --zoo ZOO` first")
-    return pd.read_parquet(p)
+    return _read(p)
+
+
+def _read(p: Path) -> pd.DataFrame:
+    """The parquet table at `p`; a file that is none (empty, cut short, another format) in one line."""
+    try:
+        return pd.read_parquet(p)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise GenbenchError(f"{p} is not a value table genbench can read ({str(e).splitlines()[0][:200]}): name "
+                            "another file, or remove this one") from None
+
+
+def check_values_out(path: str | Path, zoo_sha256: str) -> None:
+    """Refuse, before any value is computed, a value table file that save_values could not merge into: not a
+    parquet table, or another zoo's values (genbench never overwrites them)."""
+    p = Path(path)
+    if p.is_file():
+        old = _read(p)
+        if old.attrs.get("table_sha256") != zoo_sha256:
+            raise GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of this zoo (table sha256 "
+                                f"{zoo_sha256[:12]}): genbench does not overwrite it; name another file")
 
 
 def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True, replace: bool = False) -> Path:
@@ -89,7 +109,7 @@ def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True, repla
     zoos: genbench does not overwrite it), or with replace=True (a zoo's default table) replaced."""
     p = Path(path)
     with _locked(p):
-        old = pd.read_parquet(p) if merge and p.is_file() else None
+        old = _read(p) if merge and p.is_file() else None
         if old is not None and old.attrs.get("table_sha256") != df.attrs.get("table_sha256"):
             if not replace:
                 raise GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of {_zoo_of(df)}: genbench does not "
