@@ -47,6 +47,12 @@ def check_count(what: str, value: Any) -> None:
         raise GenbenchError(f"{what} must be at least 1, got {value!r}")
 
 
+def check_seed(what: str, value: Any) -> None:
+    """Refuse a seed that is not a whole number (it seeds torch's generators, which take integers only)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise GenbenchError(f"{what} must be a whole number, got {value!r}")
+
+
 def string_list(value: Any) -> list[str] | None:
     """`value` as a list of strings (a lone string is a list of one), or None when it is not one: the names and glob
     patterns the public functions take."""

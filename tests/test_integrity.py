@@ -469,11 +469,19 @@ def test_a_file_to_write_where_a_folder_stands_is_refused_before_any_work(tmp_pa
     assert file.read_text() == "mine" and not any(folder.iterdir())
 
 
-def test_the_python_api_names_bad_arguments(digits_zoo):
+def test_the_python_api_names_bad_arguments(digits_zoo, tmp_path):
     """The public functions refuse a wrong type or an impossible budget or count in one sentence, as the commands
     do (they raised TypeError or AttributeError from deep inside, or ran with a negative budget)."""
     values = gb.evaluate(["norm.params"], digits_zoo, progress=False)
-    for call, message in ((lambda: gb.load_zoo(123), "load_zoo takes a zoo's name, its folder or hf://ORG/NAME"),
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    for call, message in ((lambda: gb.evaluate("norm.params", digits_zoo, seed="x"), "seed must be a whole number"),
+                          (lambda: gb.score(values, digits_zoo, seed=1.5), "seed must be a whole number"),
+                          (lambda: gb.audit("norm.params", digits_zoo, seed=None), "seed must be a whole number"),
+                          (lambda: gb.score(pd.DataFrame({"a": [1.0]}), digits_zoo), "this one has no model_id column"),
+                          (lambda: gb.build_zoo("digits-mlp", a_file, progress=False),
+                           f"{a_file} is a file, not a folder"),
+                          (lambda: gb.load_zoo(123), "load_zoo takes a zoo's name, its folder or hf://ORG/NAME"),
                           (lambda: gb.evaluate("norm.params", digits_zoo, models=5), "models takes model ids"),
                           (lambda: gb.evaluate("norm.params", digits_zoo, models=[1]), "models takes model ids"),
                           (lambda: gb.evaluate("norm.params", digits_zoo, budget_s=-1), "budget_s must be a positive"),
@@ -491,6 +499,7 @@ def test_the_python_api_names_bad_arguments(digits_zoo):
             call()
     assert list(gb.evaluate("norm.params", digits_zoo, models=np_ids(digits_zoo), budget_s=np.float32(5),
                             progress=False)["model_id"]) == digits_zoo.model_ids[:2]
+    assert a_file.read_text() == "mine"
 
 
 def np_ids(zoo) -> np.ndarray:

@@ -383,6 +383,30 @@ def test_the_enough_models_rule_is_n_at_least_ten_times_p_plus_one_at_its_bounda
             assert np.isfinite(s.tau)  # the rank scores do not need the fit
 
 
+def test_fewer_models_than_folds_are_refused_not_a_crash(small_zoo, tmp_path):
+    """Under k = 10 models with a value, the recipe's own 10-fold fit and a baseline's regularised fit cannot be
+    cross-validated: each is refused with its reason (scikit-learn's KFold raised from deep inside); at exactly k
+    models (folds of one) the per-fold mean is NaN without numpy's empty-slice warning."""
+    import warnings
+    y = gap_of(small_zoo)
+    for n_ok in (9, 10):
+        col = y + 0.01 * np.random.default_rng(1).normal(size=24)
+        col[n_ok:] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            s = score(values_of(small_zoo, col), small_zoo, n_boot=N_BOOT)["test.m"]
+        assert s.n == n_ok and "kfold_r2" in s.refused and np.isfinite(s.tau)
+        if n_ok < K_FOLDS:
+            assert s.refused["delta_r2"] == f"too few models for the recipe's 10-fold fit: {n_ok} < 10"
+    tiny = write_zoo(tmp_path / "z8", {"width": [16, 32], "lr": [0.01, 0.1], "noise": [0.0, 0.2], "seed": [0]},
+                     planted_gap, name="z8")
+    scores, notes = score_baselines(tiny, only=("baseline.hparams",), n_boot=N_BOOT)
+    s = scores["baseline.hparams"]
+    assert s.refused["kfold_r2"] == "too few models: 8 < 10 for 10-fold cross-validation" and not s.values.get("mse")
+    cv = cross_validate(LinearRegression(), y[:10, None], y[:10], k=10, repeats=2)  # folds of one model
+    assert np.isnan(cv.fold_mean_r2) and np.isfinite(cv.kfold_r2)
+
+
 def test_a_planted_adjusted_r2_outside_its_own_bootstrap_interval_is_refused_end_to_end(tmp_path):
     # 20 features of pure noise on 216 models: enough models by the rule, but the resampled in-sample fits (about
     # 63% distinct models each) overfit more than the fit on all models, so the estimate falls below its interval

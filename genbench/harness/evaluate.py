@@ -18,7 +18,7 @@ import torch
 from .. import remote
 from ..defaults import BUDGET_S, SEED
 from ..device import resolve_device
-from ..errors import GenbenchError, check_seconds
+from ..errors import GenbenchError, check_seconds, check_seed
 from ..measures.batched import shape_key
 from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
@@ -309,6 +309,7 @@ def evaluate(measures: Any, zoo: str | Path | Zoo, device: str | None = None, ex
     Executor object (harness/executor.py) runs them where it says."""
     from .executor import resolve_executor
     check_seconds("budget_s", budget_s)
+    check_seed("seed", seed)
     ms = resolve_measures(measures)
     if not ms:
         raise GenbenchError("evaluate needs at least one measure: names, glob patterns or registered functions")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import N_BOOT, SEED
-from ..errors import GenbenchError
+from ..errors import GenbenchError, check_seed
 from ..measures import Measure, get_measure
 from ..zoo.storage import Zoo, load_zoo
 from .audit_report import (LABELS, Check, Evidence, FragilityReport, Thresholds, control_check, curve_checks,
@@ -237,6 +237,7 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     del n_boot
+    check_seed("seed", seed)
     m = measure if isinstance(measure, Measure) else get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     th = thresholds or Thresholds()

@@ -126,7 +126,7 @@ def cross_validate(estimator: Any, x: np.ndarray, y: np.ndarray, *, k: int = K_F
             if len(test) > 1 and np.ptp(y[test]) > 0:
                 fold_r2.append((r, r2_score(y[test], heldout[r, test])))
     r2, mse = zip(*(pooled_scores(y, heldout[r][None]) for r in range(repeats)))
-    per_shuffle = [np.mean([v for s, v in fold_r2 if s == r]) for r in range(repeats)]
+    per_shuffle = [_mean_or_nan([v for s, v in fold_r2 if s == r]) for r in range(repeats)]
     return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
                            fold_mean_r2=float(np.mean(per_shuffle)), chosen=chosen, flat=flat, folds=folds)
 
@@ -146,6 +146,12 @@ def _batched(estimator: Any) -> Any:
             return np.einsum("ftp,fp->ft", xf[group.test], coef) + icpt[:, None], None, None
         return ridge_folds
     return None
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    """The mean of a shuffle's per-fold R^2, NaN (without numpy's empty-slice warning) when no fold has one: folds of
+    one model, or of equal targets."""
+    return float(np.mean(values)) if values else float("nan")
 
 
 def _cross_validate_batched(fits: Any, x: np.ndarray, y: np.ndarray, *, k: int, repeats: int) -> CrossValidation:
@@ -172,7 +178,7 @@ def _cross_validate_batched(fits: Any, x: np.ndarray, y: np.ndarray, *, k: int, 
                     fold_r2[r].append(float(v))
     r2, mse = zip(*(pooled_scores(y, heldout[r][None]) for r in range(repeats)))
     return CrossValidation(heldout=heldout, r2=np.concatenate(r2), mse=np.concatenate(mse),
-                           fold_mean_r2=float(np.mean([np.mean(v) for v in fold_r2])), chosen=chosen, flat=flat,
+                           fold_mean_r2=float(np.mean([_mean_or_nan(v) for v in fold_r2])), chosen=chosen, flat=flat,
                            folds=folds)
 
 

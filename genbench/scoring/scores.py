@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import N_BOOT, SEED
-from ..errors import GenbenchError, check_count, did_you_mean
+from ..errors import GenbenchError, check_count, check_seed, did_you_mean
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from sklearn.base import clone
@@ -221,6 +221,9 @@ def _add_regression(s: MeasureScores, x: np.ndarray, y: np.ndarray, weights: np.
         s.transform_used["all"] = full.phi_
         s.samples["adj_r2"] = bootstrap_adj_r2(z, y, weights)
     else:
+        if n < k:  # a regularised fit asks no n per feature, but each of k folds needs a model
+            _refuse(s, REGRESSION, f"too few models: {n} < {k} for {k}-fold cross-validation")
+            return None
         s.refused["adj_r2"] = "a regularised fit has no adjusted R\u00b2 (it needs the least-squares p)"
     cv = cross_validate(estimator, x, y, k=k, repeats=repeats)
     if cv.chosen:
@@ -338,8 +341,12 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     if not isinstance(values, pd.DataFrame):
         raise GenbenchError(f"score takes a value table (the DataFrame gb.evaluate returns), got "
                             f"{type(values).__name__}")
+    if "model_id" not in values.columns:
+        raise GenbenchError("score takes a value table (the DataFrame gb.evaluate returns: one row per model, a "
+                            f"model_id column); this one has no model_id column (columns {list(values.columns)[:8]})")
     for what, count in (("n_boot", n_boot), ("k", k), ("repeats", repeats)):
         check_count(what, count)
+    check_seed("seed", seed)
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
     if transform not in ("declared", *TRANSFORMS):
@@ -468,6 +475,8 @@ def recipe_fit(zoo: Zoo, ids: list[str], y: np.ndarray, weights: np.ndarray, *, 
         return f"zoo {zoo.name!r} varies no hyperparameter but the seed: there is no recipe to add to"
     if np.ptp(y) == 0:
         return "the target is constant over these models"
+    if len(ids) < k:
+        return f"too few models for the recipe's {k}-fold fit: {len(ids)} < {k}"
     x = recipe_features(levels.to_numpy(dtype=object))
     cv = cross_validate(RidgeCV(alphas=ALPHAS), x, y, k=k, repeats=repeats)
     return x, cv, pooled_scores(y, cv.heldout, weights)[0]

@@ -19,7 +19,7 @@ from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
 from ..numerics import PINNED, cpu_numerics, pinned_threads
-from ..paths import plain_name, zoos_dir
+from ..paths import check_writable, plain_name, zoos_dir
 from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
@@ -85,6 +85,7 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
     for spec in specs:  # a model id names its checkpoint files
         plain_name(spec.model_id, what="model id", source=f"{source} (made from its grid values and twin names)")
     root = Path(out) if out is not None else zoos_dir() / recipe.name
+    check_writable(root)  # a file there, or a folder that takes none: one line, before any training
     root.mkdir(parents=True, exist_ok=True)
     fingerprint = recipe_fingerprint(recipe)
     manifest = _existing_manifest(root, fingerprint)
