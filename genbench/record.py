@@ -875,6 +875,10 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
         zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
         where = ", ".join(map(str, folders))
         also = f" ({len(skipped)} file(s) skipped; the first: {skipped[0]})" if skipped else ""
+        flat = next((Path(f) for f in folders if any(Path(f).glob("*.json"))), None)  # a zoo's folder, not the root
+        if flat is not None:
+            also += (f"; {flat} holds records itself (NAME.json): --results takes the folder of zoo folders above "
+                     f"it, {flat.parent}")
         raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}" if zoo else
                             f"no result records in {where}{also}")
     return records

@@ -161,6 +161,13 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert "evaluate digits-mlp: 100%|" in out.output  # the progress of its evaluation (minutes on a search measure)
 
 
+def test_a_zoos_folder_given_as_results_is_told_to_name_the_folder_above(records_dir):
+    out = CliRunner().invoke(app, ["leaderboard", "--results", str(records_dir / "digits-mlp")])
+    said = " ".join(str(out.exception).split())
+    assert out.exit_code == 1 and f"{records_dir / 'digits-mlp'} holds records itself (NAME.json): --results takes " \
+        f"the folder of zoo folders above it, {records_dir}" in said
+
+
 def test_record_files_are_the_files_named_and_the_records_of_the_folders_named(tmp_path):
     from genbench.errors import GenbenchError
     from genbench.record import record_files
