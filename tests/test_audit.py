@@ -662,6 +662,8 @@ def test_the_audit_command_on_a_zoo_without_twins_refuses_in_one_line(digits_zoo
     message = str(res.exception)
     assert message.startswith("zoo 'digits-mlp' has no twins") and "`--zoo mnist1d-fragility`" in message
     assert "\n" not in message
+    res = CliRunner().invoke(app, ["audit", "norm.pth", "--zoo", "digits-mlp"])  # the misspelt name said first
+    assert str(res.exception).startswith("unknown measure 'norm.pth'. Did you mean 'norm.path'")
     # no train-size axis either: a plot of its learning curves says why there is none
     report = gb.audit("norm.path", digits_zoo, control_models=0, progress=False)
     with pytest.raises(gb.GenbenchError, match="no learning curves to plot"):

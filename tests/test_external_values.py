@@ -172,6 +172,8 @@ def test_unknown_measure_column_and_file_kind_are_refused(tmp_path):
     other.write_text(json.dumps({"a": 1}))
     with pytest.raises(GenbenchError, match="must be a CSV"):
         read_value_table(other, measures=["x"], target="gen.gap")
+    with pytest.raises(GenbenchError, match="a folder; name the table's file"):  # not "no such file"
+        read_value_table(tmp_path, measures=["x"], target="gen.gap")
     out = CliRunner().invoke(app, ["score", "complexity.good"])
     assert out.exit_code != 0 and "--values FILE" in str(out.exception)
     out = CliRunner().invoke(app, ["score", "complexity.good", "--zoo", "digits-mlp", "--id", "run"])

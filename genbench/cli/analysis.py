@@ -254,17 +254,21 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     from ..fileio import write_json_atomic
     from ..leaderboard.terminal import print_audit
     from ..scoring import audit
+    from ..measures import get_measure
     from ..scoring.audit import has_twins
     from ..zoo import load_zoo
+    from ..zoo.roles import audit_zoo_of
 
     check_limits(counts={"--n-boot": n_boot})
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
+    get_measure(measure)  # an unknown name first, with its suggestions
     z = load_zoo(zoo)
     if not has_twins(z):
+        ours = audit_zoo_of(z)  # the audit zoo of this zoo's family
         raise GenbenchError(f"zoo {z.name!r} has no twins (models trained again with one small change of training), "
                             "so the audit could only say 'inconclusive' there; audit on a zoo with twins, e.g. "
-                            f"`--zoo {AUDIT_ZOO}` (`genbench zoo build {AUDIT_ZOO}` first, if it is not built)")
+                            f"`--zoo {ours}` (`genbench zoo build {ours}` first, if it is not built)")
     report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
     print_audit(console, report, measure, z.name, details=details)
     if json_out:

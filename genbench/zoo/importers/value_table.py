@@ -65,7 +65,8 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     """A CSV (optionally compressed) or parquet file as a DataFrame; a clear error for anything else."""
     path = Path(path)
     if not path.is_file():
-        raise GenbenchError(f"--values {path}: no such file")
+        raise GenbenchError(f"--values {path}: " + ("a folder; name the table's file (CSV or parquet) in it"
+                                                   if path.is_dir() else "no such file"))
     name = path.name.lower()
     try:
         if name.endswith(".parquet"):
