@@ -124,7 +124,7 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
     if external:
         raise GenbenchError(f"{', '.join(external)} apply to a table from elsewhere (--values FILE without --zoo)")
     check_limits(counts={"--n-boot": n_boot})
-    check_file_out("--values", values, "values.parquet")  # read when it is there, else the values computed are written to it
+    check_file_out("--values", values, "values.parquet")  # read when there, else the values computed go to it
     z = load_zoo(zoo)
     z.require_complete(allow_partial=allow_partial)  # before any value is computed
     if not z.complete:
@@ -253,8 +253,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     check_file_out("--plot", plot, "curves.svg")
     from ..fileio import write_json_atomic
     from ..leaderboard.terminal import print_audit
-    from ..scoring import audit
     from ..measures import get_measure
+    from ..scoring import audit
     from ..scoring.audit import has_twins
     from ..zoo import load_zoo
     from ..zoo.roles import audit_zoo_of

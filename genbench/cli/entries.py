@@ -269,6 +269,7 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
     records and those that do not reproduce are refused, saying why."""
     from .. import paths
     from ..entries.verify import Verification, add_record, check_shipped_folder
+    from ..record import record_files
 
     if to is None:
         to = paths.shipped_results_dir()
@@ -278,8 +279,6 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
                                 f"pass --to CHECKOUT/{SHIPPED_RESULTS}")
     check_writable(to)  # before any record is recomputed
     check_shipped_folder(to)
-    from ..record import record_files
-
     limits = _limits(max_n_boot, max_budget_s)
     refused = 0
     for path in record_files(records):

@@ -91,6 +91,12 @@ def _read(p: Path) -> pd.DataFrame:
                             "another file, or remove this one") from None
 
 
+def _other_zoo(p: Path, old: pd.DataFrame, this: str) -> GenbenchError:
+    """The refusal to merge values into `p`, which holds another zoo's table `old` (`this`: the zoo of the new ones)."""
+    return GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of {this}: genbench does not overwrite it; "
+                         "write these values to another file, or delete that one first")
+
+
 def check_values_out(path: str | Path, zoo_sha256: str) -> None:
     """Refuse, before any value is computed, a value table file that save_values could not merge into: not a
     parquet table, or another zoo's values (genbench never overwrites them)."""
@@ -98,8 +104,7 @@ def check_values_out(path: str | Path, zoo_sha256: str) -> None:
     if p.is_file():
         old = _read(p)
         if old.attrs.get("table_sha256") != zoo_sha256:
-            raise GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of this zoo (table sha256 "
-                                f"{zoo_sha256[:12]}): genbench does not overwrite it; name another file")
+            raise _other_zoo(p, old, f"this zoo (table sha256 {zoo_sha256[:12]})")
 
 
 def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True, replace: bool = False) -> Path:
@@ -112,8 +117,7 @@ def save_values(df: pd.DataFrame, path: str | Path, *, merge: bool = True, repla
         old = _read(p) if merge and p.is_file() else None
         if old is not None and old.attrs.get("table_sha256") != df.attrs.get("table_sha256"):
             if not replace:
-                raise GenbenchError(f"{p} holds the values of {_zoo_of(old)}, not of {_zoo_of(df)}: genbench does not "
-                                    "overwrite it; write these values to another file, or delete that one first")
+                raise _other_zoo(p, old, _zoo_of(df))
             old = None
         out = merge_values(old, df)
         atomic_write(p, lambda tmp: out.to_parquet(tmp, index=False))
