@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import genbench as gb
 from genbench.harness import check_measure
@@ -52,6 +53,112 @@ def test_batched_searches_give_every_model_its_per_model_value(zoo_name, request
     for name in SEARCH_MEASURES:
         assert per[f"{name}:error"].isna().all() and bat[f"{name}:error"].isna().all()
         assert per[name].tolist() == bat[name].tolist(), name  # the searches' decisions identical: equal radii
+
+
+def test_a_drop_acts_on_the_radius_search_only_through_its_decision_class():
+    """radius_steps, driven with drops and again with other drops of the same radius_decision class, asks for the
+    same radii and returns the same one: what lets a batched pass stop counting once the class is fixed."""
+    from genbench.measures.pacbayes import TARGET_DROP, TOLERANCE, radius_decision, radius_steps
+
+    rng = np.random.default_rng(0)
+    edges = [TARGET_DROP - TOLERANCE, TARGET_DROP, TARGET_DROP + TOLERANCE]
+    pool = np.concatenate([rng.uniform(0, 1, 400), rng.uniform(0.08, 0.12, 400), edges,
+                           np.nextafter(edges, 0), np.nextafter(edges, 1)])
+    by_class = {}
+    for d in pool:
+        by_class.setdefault(radius_decision(float(d)), []).append(float(d))
+    assert sorted(by_class) == [0, 1, 2, 3]
+    for d in pool:  # the classes lie in order along d
+        assert all(radius_decision(float(d)) <= radius_decision(e) for e in pool[pool > d][:50])
+
+    def drive(drops):
+        steps, asked = radius_steps(), []
+        r = next(steps)
+        try:
+            while True:
+                asked.append(r)
+                r = steps.send(drops(len(asked), r))
+        except StopIteration as done:
+            return asked, done.value
+
+    for trial in range(300):
+        plan = rng.integers(0, 4, 40)
+        if trial % 3 == 0:  # monotone-ish: far too much noise at large radii
+            plan = np.array([3] * 4 + list(rng.integers(0, 4, 36)))
+        first = drive(lambda k, r: by_class[plan[k - 1]][0])
+        other = drive(lambda k, r: by_class[plan[k - 1]][int(rng.integers(len(by_class[plan[k - 1]])))])
+        assert first == other
+
+
+def test_a_batched_accuracy_pass_stops_counting_once_the_decision_is_fixed(digits_zoo, monkeypatch):
+    """FlatStack.accuracies with a request's decision: rows whose decision the examples left cannot change skip
+    the batches left and get the accuracies that count those examples as wrong; the others are counted in full."""
+    from genbench.measures.batched import FlatStack
+    from genbench.measures.pacbayes import FlatModel
+
+    monkeypatch.setattr(batched_module, "EVAL_BATCH", 100)
+    ids = digits_zoo.model_ids[:2]
+    x, y = digits_zoo.train_data(ids[0])
+    x, y = x[:400], y[:400]
+    fms = [FlatModel(digits_zoo.load_model(mid).eval()) for mid in ids]
+    stack = FlatStack(fms, [x, x], [y, y])
+    gen = np.random.default_rng(1)
+    flats = torch.stack([fms[k].w + float(s) * torch.as_tensor(gen.standard_normal(fms[k].w.numel()),
+                                                                  dtype=fms[k].w.dtype)
+                         for k in (0, 0, 1, 1) for s in (0.0, 3.0)])
+    owners = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    full = stack.accuracies(owners, flats)
+    assert full == [fms[int(k)].accuracy(f, x, y) for k, f in zip(owners, flats)]
+    passes = []
+    real = stack._forward
+
+    def counted(n):
+        fwd = real(n)
+
+        def call(p, xx):
+            passes.append((n, xx.shape[1]))
+            return fwd(p, xx)
+        return call
+
+    monkeypatch.setattr(stack, "_forward", counted)
+    never = lambda accs: tuple(accs)  # noqa: E731 - any count changes it: every row counted in full
+    always = lambda accs: 0  # noqa: E731 - fixed from the start: one batch, then the rows stop
+    same = stack.accuracies(owners, flats, [(0, 4, never), (4, 8, never)])
+    assert same == full and sum(n for n, _ in passes) == 8 * 4
+    passes.clear()
+    early = stack.accuracies(owners, flats, [(0, 4, always), (4, 8, None)])
+    assert early[4:] == full[4:]
+    assert early[:4] != full[:4]
+    assert sum(n for n, _ in passes) == 4 * 4 + 4  # the first request's rows: the first batch only
+    for a, k, f in zip(early[:4], owners[:4], flats[:4]):  # what they got: the first batch's hits over all examples
+        assert a == fms[int(k)].accuracy(f, x, torch.where(torch.arange(400) < 100, y, -1))
+
+
+@pytest.mark.parametrize("zoo_name", ["digits_zoo", "nin_zoo"])
+def test_gaussian_searches_that_stop_counting_early_keep_every_models_value(zoo_name, request, tmp_path,
+                                                                           monkeypatch):
+    """With the training subsample passed in batches of 100, many of the PAC-Bayes searches' accuracy rounds stop
+    counting before the last batch (their accuracies then differ from the full counts), and every model keeps its
+    per-model value."""
+    zoo = request.getfixturevalue(zoo_name)
+    ids = zoo.model_ids[:6]
+    names = ["pacbayes.flatness", "pacbayes.mag_flatness"]
+    per = gb.evaluate(names, zoo, models=ids, cache=False, executor=Executor(batch=False), progress=False)
+    monkeypatch.setattr(batched_module, "EVAL_BATCH", 100)
+    real, rows = batched_module.FlatStack.accuracies, {"all": 0, "stopped": 0}
+
+    def spy(self, owners, flats, decisions=()):
+        out = real(self, owners, flats, decisions)
+        full = real(self, owners, flats)
+        rows["all"] += len(out)
+        rows["stopped"] += sum(a != b for a, b in zip(out, full))
+        return out
+
+    monkeypatch.setattr(batched_module.FlatStack, "accuracies", spy)
+    bat = gb.evaluate(names, zoo, models=ids, cache=False, progress=False)
+    assert 0 < rows["stopped"] < rows["all"]
+    for name in names:
+        assert per[f"{name}:error"].isna().all() and per[name].tolist() == bat[name].tolist(), name
 
 
 class _Autograd(dict):

@@ -1,7 +1,9 @@
 """The flatness searches run on a stack of models of one shape at once (issue 41): every model keeps its own
 search coroutine (pacbayes.gaussian_search / box_search: its bracket, stopping rule and generator stream), and each
 round answers the requests of all of them in one stacked forward (and backward) of the family's stacked network
-(the trainer's, models/stacked*.py), or the module vmapped over the model axis where the family has none.
+(the trainer's, models/stacked*.py), or the module vmapped over the model axis where the family has none. A
+request for accuracies that carries the decision they make (Accuracies.decision) is counted batch by batch, and
+stops once the examples left could not change that decision.
 
 The per-model path (pacbayes.pacbayes_sigma / sharpness_alpha) stays the definition. For Linear layers the stacked
 products are the per-model ones, bit for bit; stacked convolutions sum in another order than oneDNN's, so a
@@ -10,6 +12,7 @@ benchmarks/catalogue.py compare the two paths' values."""
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -28,6 +31,7 @@ CHUNK_BYTES = 16 << 20  # the largest activation of a stacked pass at most this 
 #                         as the CLI sets it, harness/malloc.py: larger blocks are page-faulted in at every pass)
 MAX_CHUNK = 64          # networks per stacked pass at most
 Forward = Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor]
+Decision = Callable[[list[float]], Any]
 
 
 def _plain(template: nn.Module) -> nn.Module | None:
@@ -129,18 +133,30 @@ class FlatStack:
         return self.x[owners, i:i + EVAL_BATCH], self.y[owners, i:i + EVAL_BATCH]
 
     @torch.no_grad()
-    def accuracies(self, owners: torch.Tensor, flats: torch.Tensor) -> list[float]:
-        """Training accuracy of each network (row of `flats`, biases of model owners[k]), as FlatModel.accuracy."""
-        out: list[float] = []
-        for a in range(0, len(owners), self.chunk):
-            own, fl = owners[a:a + self.chunk], flats[a:a + self.chunk]
-            p, fwd = self._params(own, fl), self._forward(len(own))
-            hits = []
-            for i in range(0, self.n, EVAL_BATCH):
+    def accuracies(self, owners: torch.Tensor, flats: torch.Tensor,
+                   decisions: Sequence[tuple[int, int, Decision | None]] = ()) -> list[float]:
+        """Training accuracy of each network (row of `flats`, biases of model owners[k]), as FlatModel.accuracy,
+        batch after batch. `decisions` (first row, end row, decision) are the requests' Accuracies.decision: once
+        the accuracies that count the examples left as all right and as all wrong decide alike, those rows skip
+        the batches left and get the all-wrong ones."""
+        rows = len(owners)
+        hits = torch.zeros(rows, self.n, dtype=torch.bool, device=flats.device)
+        live = torch.ones(rows, dtype=torch.bool)
+        for i in range(0, self.n, EVAL_BATCH):
+            todo = live.nonzero().flatten()
+            for a in range(0, len(todo), self.chunk):
+                sel = todo[a:a + self.chunk] if len(todo) < rows else slice(a, a + self.chunk)
+                own, fl = owners[sel], flats[sel]
                 x, y = self._data(own, i)
-                hits.append(fwd(p, x).argmax(-1) == y)
-            out += (torch.cat(hits, 1).float().mean(1)).tolist()
-        return out
+                hits[sel, i:i + EVAL_BATCH] = self._forward(len(own))(self._params(own, fl), x).argmax(-1) == y
+            if i + EVAL_BATCH < self.n:
+                for first, end, decision in decisions:
+                    if decision is not None and bool(live[first]):
+                        wrong, right = hits[first:end].clone(), hits[first:end].clone()
+                        right[:, i + EVAL_BATCH:] = True
+                        if decision(wrong.float().mean(1).tolist()) == decision(right.float().mean(1).tolist()):
+                            live[first:end] = False
+        return hits.float().mean(1).tolist()
 
     def gradients(self, owners: torch.Tensor, us: torch.Tensor) -> list[tuple[torch.Tensor, float]]:
         """(gradient in u of the mean cross-entropy at w + u, accuracy there) per row of `us`, as loss_gradient."""
@@ -197,7 +213,9 @@ def run_searches(stack: FlatStack, searches: Sequence[Generator[Request, Any, fl
         accs = [(i, r) for i, r in pending.items() if isinstance(r, Accuracies)]
         if accs:
             owners = torch.tensor([i for i, r in accs for _ in range(len(r.weights))])
-            values = stack.accuracies(owners, torch.cat([r.weights for _, r in accs]))
+            ends = list(itertools.accumulate(len(r.weights) for _, r in accs))
+            decisions = [(end - len(r.weights), end, r.decision) for end, (_, r) in zip(ends, accs)]
+            values = stack.accuracies(owners, torch.cat([r.weights for _, r in accs]), decisions)
             k = 0
             for i, r in accs:
                 replies[i], k = values[k:k + len(r.weights)], k + len(r.weights)
