@@ -71,7 +71,7 @@ def submit(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *, device: 
 def as_completed(pending: dict[Any, int], *, desc: str, unit: str, progress: bool) -> Iterator[tuple[int, Any]]:
     """(call index, result or the task's exception) as tasks finish, with a progress bar."""
     ray = import_ray()
-    with tqdm(total=len(pending), desc=desc, unit=unit, disable=not progress) as bar:
+    with tqdm(total=len(pending), desc=desc, unit=unit, disable=not progress, leave=None) as bar:  # as evaluate's
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(ready[0])

@@ -285,6 +285,8 @@ def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_o
                                    "--no-audit", "--no-baselines", "--n-boot", str(N_BOOT), "--results",
                                    str(out)])
     assert res.exit_code == 0, res.output
+    for training in ("digits-mlp", "digits-mlp-t1", "digits-mlp-t2"):  # progress inside the entry, per training
+        assert f"\revaluate {training}: " in res.output
     rec = Record.read(out / "digits-mlp" / f"{MEASURE}.json")
     assert rec.n_trainings == 3 and rec.audit is None and rec.provenance["audit_zoo"] is None
     assert rec.provenance["command"] == f"genbench leaderboard run {MEASURE} --zoo digits-mlp --no-audit --n-boot {N_BOOT} " \

@@ -82,8 +82,8 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
         counts[z] = len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings))
     for z, loaded in zoos.items():
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):  # each record says the command that remakes it
-            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo, device=device,
-                                   n_boot=n_boot, allow_partial=allow_partial, trainings=counts[z]))
+            rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo, device=device, n_boot=n_boot,
+                                   allow_partial=allow_partial, trainings=counts[z], progress=True))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
             console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "

@@ -40,7 +40,8 @@ class Executor:
                  seed: int, budget_s: float | None, progress: bool = True
                  ) -> Iterator[tuple[str, Entries, list[str]]]:
         """(model id, entries, the names computed now) per model: cached entries read, the others run."""
-        bar = tqdm(total=len(ids), desc=f"evaluate {zoo.name}", unit="model", disable=not progress)
+        # leave=None: the bar stays on screen unless it runs inside another's (leaderboard run's over its entries)
+        bar = tqdm(total=len(ids), desc=f"evaluate {zoo.name}", unit="model", disable=not progress, leave=None)
         grouped = self.batch and type(self).run is Executor.run and any(m.batched for m in measures)
         with bar:
             if not grouped:
