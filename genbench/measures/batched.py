@@ -152,9 +152,10 @@ class FlatStack:
             if i + EVAL_BATCH < self.n:
                 for first, end, decision in decisions:
                     if decision is not None and bool(live[first]):
-                        wrong, right = hits[first:end].clone(), hits[first:end].clone()
-                        right[:, i + EVAL_BATCH:] = True
-                        if decision(wrong.float().mean(1).tolist()) == decision(right.float().mean(1).tolist()):
+                        counted = hits[first:end].float()
+                        wrong = decision(counted.mean(1).tolist())
+                        counted[:, i + EVAL_BATCH:] = 1.0
+                        if wrong == decision(counted.mean(1).tolist()):
                             live[first:end] = False
         return hits.float().mean(1).tolist()
 
