@@ -4,6 +4,8 @@ training agrees. The interval and the leaderboard's paired draws are checked aga
 draws built on scikit-learn's weighted R^2."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -287,6 +289,7 @@ def test_leaderboard_run_scores_on_the_trainings_asked_for_and_refuses_missing_o
     assert res.exit_code == 0, res.output
     for training in ("digits-mlp", "digits-mlp-t1", "digits-mlp-t2"):  # progress inside the entry, per training
         assert f"\revaluate {training}: " in res.output
+    assert re.search(rf"[\r\n]digits-mlp {MEASURE}: ok", res.output)  # its line starts a line, not after a bar
     rec = Record.read(out / "digits-mlp" / f"{MEASURE}.json")
     assert rec.n_trainings == 3 and rec.audit is None and rec.provenance["audit_zoo"] is None
     assert rec.provenance["command"] == f"genbench leaderboard run {MEASURE} --zoo digits-mlp --no-audit --n-boot {N_BOOT} " \

@@ -86,8 +86,9 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
                                    allow_partial=allow_partial, trainings=counts[z], progress=True))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
-            console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
-                          f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
+            with tqdm.external_write_mode():  # the line on its own, the bar drawn again below it
+                console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
+                              f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
         if baselines:
             _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial,
                              trainings=counts[z])
