@@ -58,7 +58,8 @@ def test_batched_searches_give_every_model_its_per_model_value(zoo_name, request
 def test_a_drop_acts_on_the_radius_search_only_through_its_decision_class():
     """radius_steps, driven with drops and again with other drops of the same radius_decision class, asks for the
     same radii and returns the same one: what lets a batched pass stop counting once the class is fixed."""
-    from genbench.measures.pacbayes import TARGET_DROP, TOLERANCE, radius_decision, radius_steps
+    from genbench.measures.batched import radius_decision
+    from genbench.measures.pacbayes import TARGET_DROP, TOLERANCE, radius_steps
 
     rng = np.random.default_rng(0)
     edges = [TARGET_DROP - TOLERANCE, TARGET_DROP, TARGET_DROP + TOLERANCE]

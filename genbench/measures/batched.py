@@ -2,8 +2,8 @@
 search coroutine (pacbayes.gaussian_search / box_search: its bracket, stopping rule and generator stream), and each
 round answers the requests of all of them in one stacked forward (and backward) of the family's stacked network
 (the trainer's, models/stacked*.py), or the module vmapped over the model axis where the family has none. A
-request for accuracies that carries the decision they make (Accuracies.decision) is counted batch by batch, and
-stops once the examples left could not change that decision.
+Gaussian search's accuracies are counted batch by batch, and stop being counted once the examples left could not
+change what the search does with them (decided_gaussian_search).
 
 The per-model path (pacbayes.pacbayes_sigma / sharpness_alpha) stays the definition. For Linear layers the stacked
 products are the per-model ones, bit for bit; stacked convolutions sum in another order than oneDNN's, so a
@@ -15,8 +15,10 @@ import copy
 import itertools
 import time
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,8 +26,8 @@ from torch.func import functional_call, vmap
 
 from .context import BudgetExceeded, MeasureContext
 from .norm import folded_model
-from .pacbayes import (EVAL_BATCH, SUBSAMPLE, Accuracies, FlatModel, Gradient, Request, box_search, gaussian_search,
-                       noise_generator)
+from .pacbayes import (EVAL_BATCH, SUBSAMPLE, TARGET_DROP, TOLERANCE, Accuracies, FlatModel, Gradient, Request,
+                       box_search, gaussian_search, noise_generator)
 
 CHUNK_BYTES = 16 << 20  # the largest activation of a stacked pass at most this big (below glibc's mmap threshold
 #                         as the CLI sets it, harness/malloc.py: larger blocks are page-faulted in at every pass)
@@ -136,7 +138,7 @@ class FlatStack:
     def accuracies(self, owners: torch.Tensor, flats: torch.Tensor,
                    decisions: Sequence[tuple[int, int, Decision | None]] = ()) -> list[float]:
         """Training accuracy of each network (row of `flats`, biases of model owners[k]), as FlatModel.accuracy,
-        batch after batch. `decisions` (first row, end row, decision) are the requests' Accuracies.decision: once
+        batch after batch. `decisions` (first row, end row, decision) are the requests' Decided.decision: once
         the accuracies that count the examples left as all right and as all wrong decide alike, those rows skip
         the batches left and get the all-wrong ones."""
         rows = len(owners)
@@ -189,6 +191,40 @@ class FlatStack:
         return out
 
 
+def radius_decision(d: float) -> int:
+    """What pacbayes.radius_steps does with a drop d, as it computes it: 0 below the target and outside the tolerance,
+    1 and 2 within the tolerance below and above the target, 3 above and outside. Its path depends on nothing else,
+    and the classes lie in this order along d, so two drops that bound a third from both sides and share a class
+    fix it."""
+    if abs(d - TARGET_DROP) <= TOLERANCE:
+        return 1 if d <= TARGET_DROP else 2
+    return 0 if d <= TARGET_DROP else 3
+
+
+@dataclass
+class Decided(Accuracies):
+    """An Accuracies request whose search reads the accuracies only through decision(accuracies), which never falls
+    (or never rises) as any one of them grows: FlatStack.accuracies may stop counting once the examples left could
+    not change it, and reply with the accuracies that count every example left as wrong."""
+
+    decision: Decision | None = None
+
+
+def decided_gaussian_search(fm: FlatModel, generator: torch.Generator, magnitude: bool = False
+                            ) -> Generator[Request, Any, float]:
+    """pacbayes.gaussian_search, each radius's request carrying the decision its drop acc0 - mean(accuracies) makes
+    (the search's own formula, here rather than in pacbayes.py, whose source hash the shipped records cite)."""
+    search = gaussian_search(fm, generator, magnitude)
+    request = next(search)
+    (acc0,) = reply = yield request  # the trained model's accuracy: counted in full
+    try:
+        while True:
+            request = search.send(reply)
+            reply = yield Decided(request.weights, lambda accs: radius_decision(acc0 - float(np.mean(accs))))
+    except StopIteration as done:
+        return done.value
+
+
 def run_searches(stack: FlatStack, searches: Sequence[Generator[Request, Any, float]],
                  check: Callable[[], None] = lambda: None) -> list[float | BaseException]:
     """Drive one search coroutine per model of `stack` (index i on stack.fms[i]), answering every pending request of
@@ -215,7 +251,7 @@ def run_searches(stack: FlatStack, searches: Sequence[Generator[Request, Any, fl
         if accs:
             owners = torch.tensor([i for i, r in accs for _ in range(len(r.weights))])
             ends = list(itertools.accumulate(len(r.weights) for _, r in accs))
-            decisions = [(end - len(r.weights), end, r.decision) for end, (_, r) in zip(ends, accs)]
+            decisions = [(end - len(r.weights), end, getattr(r, "decision", None)) for end, (_, r) in zip(ends, accs)]
             values = stack.accuracies(owners, torch.cat([r.weights for _, r in accs]), decisions)
             k = 0
             for i, r in accs:
@@ -230,7 +266,7 @@ def run_searches(stack: FlatStack, searches: Sequence[Generator[Request, Any, fl
     return [results[i] for i in range(len(searches))]
 
 
-SEARCHES = {"pacbayes.sigma": (gaussian_search, False), "pacbayes.mag_sigma": (gaussian_search, True),
+SEARCHES = {"pacbayes.sigma": (decided_gaussian_search, False), "pacbayes.mag_sigma": (decided_gaussian_search, True),
             "sharpness.alpha": (box_search, False), "sharpness.mag_alpha": (box_search, True)}
 
 

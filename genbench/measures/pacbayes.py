@@ -102,15 +102,6 @@ def radius_steps(start: float = START, floor: float = FLOOR, cap: float = CAP) -
     return lo
 
 
-def radius_decision(d: float) -> int:
-    """What radius_steps does with a drop d, as it computes it: 0 below the target and outside the tolerance, 1 and 2
-    within the tolerance below and above the target, 3 above and outside. Its path depends on nothing else, and the
-    classes lie in this order along d, so two drops that bound a third from both sides and share a class fix it."""
-    if abs(d - TARGET_DROP) <= TOLERANCE:
-        return 1 if d <= TARGET_DROP else 2
-    return 0 if d <= TARGET_DROP else 3
-
-
 def search_radius(drop: Callable[[float], float], *, check: Callable[[], None] = lambda: None,
                   start: float = START, floor: float = FLOOR, cap: float = CAP) -> float:
     """Largest radius r with drop(r) <= TARGET_DROP (radius_steps, with `check` before every drop but the first)."""
@@ -171,13 +162,9 @@ def loss_gradient(fm: FlatModel, u: torch.Tensor, x: torch.Tensor, y: torch.Tens
 
 @dataclass
 class Accuracies:
-    """What a search asks for: the training accuracy of the model at each row of `weights` [K, P]. With `decision`,
-    the search reads the accuracies only through decision(accuracies), which never falls (or never rises) as any one
-    of them grows: a batched pass may then stop counting once the examples left could not change it, and reply with
-    the accuracies that count every example left as wrong (measures/batched.py)."""
+    """What a search asks for: the training accuracy of the model at each row of `weights` [K, P]."""
 
     weights: torch.Tensor
-    decision: Callable[[list[float]], Any] | None = None
 
 
 @dataclass
@@ -274,7 +261,7 @@ def gaussian_search(fm: FlatModel, generator: torch.Generator, magnitude: bool =
     s = next(steps)
     while True:
         scale = torch.sqrt(s ** 2 * w2 + EPS_MAG ** 2) if magnitude else s
-        accs = yield Accuracies(fm.w + scale * z, lambda accs: radius_decision(acc0 - float(np.mean(accs))))
+        accs = yield Accuracies(fm.w + scale * z)
         try:
             s = steps.send(acc0 - float(np.mean(accs)))
         except StopIteration as done:
