@@ -251,11 +251,11 @@ def run_searches(stack: FlatStack, searches: Sequence[Generator[Request, Any, fl
         if accs:
             owners = torch.tensor([i for i, r in accs for _ in range(len(r.weights))])
             ends = list(itertools.accumulate(len(r.weights) for _, r in accs))
-            decisions = [(end - len(r.weights), end, getattr(r, "decision", None)) for end, (_, r) in zip(ends, accs)]
-            values = stack.accuracies(owners, torch.cat([r.weights for _, r in accs]), decisions)
-            k = 0
-            for i, r in accs:
-                replies[i], k = values[k:k + len(r.weights)], k + len(r.weights)
+            rows = [(end - len(r.weights), end, r.decision if isinstance(r, Decided) else None)
+                    for end, (_, r) in zip(ends, accs)]  # each request's rows of the stacked pass
+            values = stack.accuracies(owners, torch.cat([r.weights for _, r in accs]), rows)
+            for (i, _), (first, end, _) in zip(accs, rows):
+                replies[i] = values[first:end]
         grads = [(i, r) for i, r in pending.items() if isinstance(r, Gradient)]
         if grads:
             owners = torch.tensor([i for i, _ in grads])
