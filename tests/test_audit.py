@@ -668,3 +668,14 @@ def test_the_audit_command_on_a_zoo_without_twins_refuses_in_one_line(digits_zoo
     report = gb.audit("norm.path", digits_zoo, control_models=0, progress=False)
     with pytest.raises(gb.GenbenchError, match="no learning curves to plot"):
         write_curve_plot(report, tmp_path / "c.svg", measure="norm.path", form=report.form)
+
+
+def test_a_negative_control_count_is_refused_before_the_audit():
+    """--control-models -1 used to run and report control_models=0; 0 (skip the control) stays allowed."""
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    from genbench.errors import GenbenchError
+    bad = CliRunner().invoke(app, ["audit", "norm.path", "--control-models", "-1"])
+    assert isinstance(bad.exception, GenbenchError), bad.output
+    assert str(bad.exception) == "--control-models must be 0 or more (0 skips the rescaling control), got -1"

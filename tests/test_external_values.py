@@ -149,6 +149,7 @@ def test_seed_and_id_columns_are_used(tmp_path):
     (lambda d: d.assign(seed=0), [], "repeats a seed within one grid point"),
     (lambda d: d.assign(**{"hp.wd": np.arange(len(d)) * 1e-4}), [], "more than 20 levels"),
     (lambda d: d.rename(columns={"complexity.noise": "complexity.good"}), [], "more than once"),
+    (lambda d: d.head(2), [], "2 model(s) with values, and nothing can be scored on fewer than 3 (one row per model)"),
 ])
 def test_bad_tables_get_one_clear_line_and_nothing_written(tmp_path, change, argv, message):
     df = dziugaite_table()

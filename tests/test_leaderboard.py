@@ -212,6 +212,47 @@ def test_verify_refuses_a_record_whose_audit_zoo_is_not_built_and_can_check_the_
     assert out.exit_code == 1 and "scores.values.tau" in out.output
 
 
+def test_add_refuses_a_record_whose_audit_zoo_is_not_built_without_offering_scores_only(records_dir, tmp_path,
+                                                                                       monkeypatch):
+    """`leaderboard add` has no --scores-only (a shipped record is verified with its audit), so its refusal does
+    not offer it, and nothing is re-run."""
+    import genbench.entries.verify as verify_module
+    from genbench.entries.verify import add_record
+    rec = read_record(records_dir / "digits-mlp" / "norm.params.json")
+    rec["provenance"]["audit_zoo"] = "mnist1d-fragility"
+    rec["audit"] = {"zoo": "mnist1d-fragility", "verdict": "robust", "checks": [], "missing": [], "evidence": []}
+    path = tmp_path / "audited.json"
+    path.write_text(json.dumps(rec))
+    (tmp_path / "shipped").mkdir()
+    monkeypatch.setattr(verify_module, "run_entry", lambda *a, **k: pytest.fail("add ran without its audit zoo"))
+    v = add_record(path, tmp_path / "shipped")
+    assert not v.ok and v.added is None and len(v.problems) == 1
+    assert "build it with `genbench zoo build mnist1d-fragility`" in v.problems[0]
+    assert "--scores-only" not in v.problems[0] and "added only with its audit repeated" in v.problems[0]
+
+
+@pytest.mark.parametrize("flag,value", [("--rtol", "-1"), ("--atol", "-1e-8"), ("--atol", "nan"), ("--rtol", "inf")])
+@pytest.mark.parametrize("command", [["verify"], ["leaderboard", "add", "--to", "."]])
+def test_verify_and_add_refuse_a_tolerance_that_is_not_a_finite_number_at_least_zero(command, flag, value, tmp_path):
+    """A negative tolerance called equal numbers different (thousands of 'differences' of 0 against 0), a nan one
+    every number equal: refused before any record is read."""
+    from genbench.errors import GenbenchError
+    out = CliRunner().invoke(app, [*command, str(tmp_path / "missing.json"), flag, value])
+    assert isinstance(out.exception, GenbenchError), out.output
+    assert f"{flag} must be a finite number >= 0 (0: exact), got" in str(out.exception)
+    with pytest.raises(GenbenchError, match=f"{flag} must be a finite number >= 0"):
+        verify_record(tmp_path / "missing.json", **{flag[2:]: float(value)})
+
+
+def test_verify_says_when_the_zoo_given_with_zoo_cannot_be_opened(records_dir):
+    """A mistyped --zoo is the user's argument, not the record's zoo 'differing': said with its suggestion."""
+    v = verify_record(records_dir / "digits-mlp" / "norm.params.json", zoo="digits-mpl")
+    assert not v.ok and not v.differences and len(v.problems) == 1, v.problems
+    said = " ".join(v.problems[0].split())
+    assert said.startswith("--zoo: unknown zoo 'digits-mpl'") and "Did you mean 'digits-mlp'" in said, said
+    assert "differs from the one this record cites" not in said
+
+
 def test_verify_allows_rounding_in_the_rescaling_control_only():
     """The control's value is float rounding (1e-6) that moves with the thread count: within CONTROL_ATOL it
     reproduces; a real change, a flipped `failed` flag, or the same rounding in any other check does not."""

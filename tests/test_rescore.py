@@ -83,6 +83,9 @@ def test_the_rescore_command_re_scores_a_folder_and_refuses_a_missing_one(fresh,
     assert read_record(tmp_path / "digits-mlp" / "norm.fro_prod.json")["scores"]["values"]["kfold_r2"] != 0.123
     out = CliRunner().invoke(app, ["leaderboard", "rescore", "--results", str(tmp_path / "nowhere")])
     assert isinstance(out.exception, GenbenchError) and "no folder of records at" in str(out.exception)
+    out = CliRunner().invoke(app, ["leaderboard", "rescore", "--results", str(tmp_path), "--zoo", "digits-mpl"])
+    assert isinstance(out.exception, GenbenchError), out.output  # a typo re-scored nothing and said "0 record(s)"
+    assert "unknown zoo with records in" in str(out.exception) and "Did you mean 'digits-mlp'" in str(out.exception)
 
 
 def test_an_input_that_failed_on_every_model_is_the_all_missing_column_it_was_made_with(fresh, digits_zoo, tmp_path):

@@ -34,3 +34,18 @@ def test_score_shows_progress_and_ends_with_the_baselines_and_the_leaderboards_v
     best = next(g for g in verdict.groups()[1:] if g).rstrip(",")
     assert best in ("norm.fro_prod", "norm.params")
     assert text.index(verdict.group(0)) > text.index("baseline.train_acc")  # the command ends with it
+
+
+def test_score_refuses_a_value_table_of_fewer_models_than_any_score_needs(digits_zoo, tmp_path):
+    """Two models with values: refused at once, not a minute of baselines on the whole zoo and empty scores."""
+    from genbench.errors import GenbenchError
+    from genbench.harness.evaluate import evaluate
+    from genbench.harness.values import save_values
+    df = evaluate(["norm.params"], digits_zoo)
+    path = save_values(df.iloc[:2], tmp_path / "two.parquet")
+    res = CliRunner().invoke(app, ["score", "norm.params", "--zoo", "digits-mlp", "--values", str(path)])
+    assert isinstance(res.exception, GenbenchError), res.output
+    assert str(res.exception) == ("the value table of zoo 'digits-mlp': 2 model(s) with values, and nothing can be "
+                                  "scored on fewer than 3 (evaluate more of its models: `genbench evaluate MEASURE... "
+                                  "--zoo digits-mlp`)")
+    assert "scored" not in res.output  # refused before the measures' and baselines' scores

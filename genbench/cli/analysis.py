@@ -131,6 +131,8 @@ def score_cmd(measures: Optional[list[str]] = typer.Argument(None, help="measure
         console.print(f"note: zoo {z.name!r} is {z.state()}; the scores describe these models only",
                       style="yellow", markup=False, highlight=False)
     df, wanted = values_for(z, list(measures or (MEASURES if table else [])), values, note=console.print)
+    too_few(len(df), f"the value table of zoo {z.name!r}",
+            f"evaluate more of its models: `genbench evaluate MEASURE... --zoo {z.name}`")
     names = wanted or list(df.attrs.get("measures", {}))
     scores = score(df, z, target=target, measures=wanted, n_boot=n_boot, allow_partial=allow_partial,
                    progress=_progress(len(names)))
@@ -190,6 +192,14 @@ def _score_record(s: MeasureScores, z: ZooT, citation: str | None) -> dict:
                       "provenance": {"command": "genbench score"}})
 
 
+def too_few(n: int, where: str, fix: str) -> None:
+    """Refuse to score fewer models than any score needs, before the baselines' minutes and empty records."""
+    from ..scoring.scores import MIN_SCORED_MODELS
+    if n < MIN_SCORED_MODELS:
+        raise GenbenchError(f"{where}: {n} model(s) with values, and nothing can be scored on fewer than "
+                            f"{MIN_SCORED_MODELS} ({fix})")
+
+
 def _score_external(measures: list[str], path: Path, *, target: str, hparams: Optional[list[str]],
                     id_column: Optional[str], name: Optional[str], test_size: int, higher_means: list[str],
                     n_boot: int, results: Optional[Path]) -> None:
@@ -213,6 +223,7 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
         pairs[column.strip()] = direction.strip()
     vt = read_value_table(path, measures=measures, target=target, hparams=hparams, id_column=id_column, name=name,
                           test_size=test_size, higher_means=pairs)
+    too_few(len(vt.zoo), str(path), "one row per model")
     say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
     axes = [a for a in vt.zoo.hparams if a != "seed"]
     most = int(vt.zoo.table.groupby([f"hp.{a}" for a in axes]).size().max())
@@ -260,6 +271,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     from ..zoo.roles import audit_zoo_of
 
     check_limits(counts={"--n-boot": n_boot})
+    if control_models < 0:
+        raise GenbenchError(f"--control-models must be 0 or more (0 skips the rescaling control), got {control_models}")
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
     get_measure(measure)  # an unknown name first, with its suggestions

@@ -191,9 +191,10 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
 
     A submission's record is re-made in the sandbox from SUBMISSIONS/NAME only, and every field but the timings
     is compared."""
-    from ..entries.verify import Verification, verify_record
+    from ..entries.verify import Verification, check_tolerances, verify_record
     from ..record import record_files
 
+    check_tolerances(rtol, atol)  # once, before any record
     limits = _limits(max_n_boot, max_budget_s)
     records = record_files(records)
     said: dict[str, int] = {}
@@ -269,8 +270,10 @@ def leaderboard_add(records: list[Path] = typer.Argument(..., help="result recor
     Each record is recomputed from scratch (no cache) and copied atomically when every number reproduces; failed
     records and those that do not reproduce are refused, saying why."""
     from .. import paths
-    from ..entries.verify import Verification, add_record, check_shipped_folder
+    from ..entries.verify import Verification, add_record, check_shipped_folder, check_tolerances
     from ..record import record_files
+
+    check_tolerances(rtol, atol)
 
     if to is None:
         to = paths.shipped_results_dir()

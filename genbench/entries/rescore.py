@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import GenbenchError
+from ..errors import GenbenchError, did_you_mean
 from ..record import SCHEMA, Record, git_commit, values_block, write_record
 from ..version import __version__
 from ..zoo.storage import Zoo
@@ -180,7 +180,12 @@ def rescore_folder(root: str | Path, *, zoo: str | None = None, zoo_path: str | 
     """Re-score every record under ROOT (or ROOT/<zoo>) in place (atomic writes); returns the files written. Each
     zoo is the one its records cite, found by table hash (`zoo_path`: a copy of it)."""
     root = Path(root)
-    folders = [root / zoo] if zoo else sorted(p for p in root.iterdir() if p.is_dir())
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    if zoo:
+        if not any((root / zoo).glob("*.json")):  # a mistyped zoo would re-score nothing, silently
+            raise did_you_mean(zoo, [f.name for f in folders if any(f.glob("*.json"))],
+                               what=f"zoo with records in {root}")
+        folders = [root / zoo]
     written: list[Path] = []
     for folder in folders:
         files = sorted(folder.glob("*.json"))

@@ -186,6 +186,8 @@ def cited_zoo(rec: Record, zoo: str | Path | None = None, notes: list[str] | Non
         try:
             z = _open(source, revision)
         except GenbenchError as e:
+            if zoo is not None:  # the zoo the user named, not the record's, is what is wrong
+                return None, f"--zoo: {e}"
             tried.append((where, str(e).splitlines()[0]))
             continue
         if not want or z.table_sha256 == want:
@@ -199,9 +201,10 @@ def cited_zoo(rec: Record, zoo: str | Path | None = None, notes: list[str] | Non
                   "settings (README, 'Reproducible builds')")
 
 
-def audit_zoo_problem(rec: Record) -> str | None:
+def audit_zoo_problem(rec: Record, *, scores_only_hint: bool = True) -> str | None:
     """Why the record's fragility audit cannot be repeated here: its audit zoo is not built (then with the command
-    that builds it and how many models that trains); None when it can, or when the record has no audit."""
+    that builds it and how many models that trains, and `verify --scores-only` where the caller has it); None when
+    it can, or when the record has no audit."""
     from ..zoo.recipe import list_recipes, load_recipe
     name = rec.provenance.get("audit_zoo")
     if not name or rec.audit is None or not isinstance(name, str) or not is_plain_name(name):
@@ -212,9 +215,10 @@ def audit_zoo_problem(rec: Record) -> str | None:
     except GenbenchError:
         pass
     size = f" ({len(load_recipe(name).expand())} models to train)" if name in list_recipes() else ""
+    other = (", or pass --scores-only to verify the scores and per-model values without repeating the audit"
+             if scores_only_hint else " (a record is added only with its audit repeated)")
     return (f"the record's fragility audit ran on {name}, which is not built here: build it with `genbench zoo build "
-            f"{name}`{size} and verify again, or pass --scores-only to verify the scores and per-model values "
-            "without repeating the audit")
+            f"{name}`{size} and verify again{other}")
 
 
 def _without_audit_note(scores: Any) -> Any:
@@ -288,6 +292,14 @@ def check_private(rec: Record, v: Verification, *, device: str | None = None,
     _compare(f"{PRIVATE}.scores", block.get("scores"), new.get("scores"), v.differences, v.rtol, v.atol)
 
 
+def check_tolerances(rtol: Any, atol: Any) -> None:
+    """Refuse a tolerance that is not a finite number >= 0: a negative one would call equal numbers different, a nan
+    one every number equal."""
+    for flag, value in (("--rtol", rtol), ("--atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise GenbenchError(f"{flag} must be a finite number >= 0 (0: exact), got {value!r}")
+
+
 def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, device: str | None = None,
                   submissions: str | Path | None = None, zoo: str | Path | None = None,
                   scores_only: bool = False, limits: Limits | None = None, progress: bool = False) -> Verification:
@@ -304,6 +316,7 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     The zoo is the one the record cites by its table hash (`cited_zoo`; `zoo` names a copy of it). The record
     names what to re-run; the resamples and budget are its own but never above `limits`, the seed is genbench's
     (`trusted_settings`; `.notes` says what was not taken as written)."""
+    check_tolerances(rtol, atol)
     rec = Record.read(path)
     v = Verification(str(path), rtol=rtol, atol=atol)
     if rec.external:
@@ -455,6 +468,7 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
     """Verify a record and, when it reproduces, copy its file atomically into the shipped folder `to`, as
     TO/<zoo>/<name>.json (`.added` says where). A failed record, one that does not reproduce and one whose file
     changed while it was verified are refused, and so is a record on a partial zoo (`.problems` and `.differences` say why) and nothing is written."""
+    check_tolerances(rtol, atol)
     to, path = Path(to), Path(path)
     check_shipped_folder(to)
     data = read_capped(path, RECORD_MAX_BYTES, what="result record")
@@ -481,6 +495,8 @@ def add_record(path: str | Path, to: str | Path, *, rtol: float = RTOL, atol: fl
         if why:
             v.problems.append(f"it carries a private block, which cannot be checked here ({why}): remove the block, "
                               "or add the record where it can be checked")
+    if not v.problems and (why := audit_zoo_problem(rec, scores_only_hint=False)):  # add has no --scores-only
+        v.problems.append(why)
     if not v.problems and not reviewed and is_submission(rec):  # its source flagged: refused unless --reviewed
         from .submit.review import review_problems
         v.problems += review_problems(rec.written_name, submissions)

@@ -100,6 +100,7 @@ def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:
     return t[[f"hp.{a}" for a in axes]].rename(columns=lambda c: c[3:]).reset_index(drop=True)
 
 
+MIN_SCORED_MODELS = 3  # below this, no score of a measure is computed (each gets a note saying so)
 # the recipe's features of the scored models, its own k-fold fit, and that fit's k-fold R^2 on the paired resamples
 Recipe = tuple[np.ndarray, CrossValidation, np.ndarray]
 
@@ -119,7 +120,7 @@ def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids
         s.notes.append(f"{dropped} model(s) without a value (failed) were dropped, not imputed")
     if unconverged:
         s.notes.append(f"{unconverged} of the {len(y)} scored models did not converge")
-    if len(y) < 3:
+    if len(y) < MIN_SCORED_MODELS:
         s.notes.append(f"only {len(y)} models have values: nothing can be scored")
         return s
     if np.ptp(y) == 0:
