@@ -38,7 +38,7 @@ def check_seconds(what: str, value: Any) -> None:
     """Refuse a time budget that is not a positive finite number (None: no budget); a zero, negative or nan budget
     would turn every model into a failure."""
     if value is not None and not is_positive(value):
-        raise GenbenchError(f"{what} must be a positive number, got {value!r}")
+        raise GenbenchError(f"{what} must be a positive finite number of seconds, got {value!r}")
 
 
 def check_count(what: str, value: Any) -> None:

@@ -296,6 +296,17 @@ def test_the_api_and_every_command_refuse_invalid_budgets_and_counts(tmp_path):
     assert _files(results) == before
 
 
+def test_evaluate_refuses_an_out_file_whose_name_says_another_format(tmp_path, monkeypatch):
+    """`evaluate --out values.csv` wrote parquet bytes under a .csv name, which `score --values` then misread."""
+    import genbench.harness as harness
+    monkeypatch.setattr(harness, "evaluate", lambda *a, **k: pytest.fail("values computed before the refusal"))
+    out = CliRunner().invoke(app, ["evaluate", "norm.params", "--zoo", "nowhere", "--out", str(tmp_path / "v.csv")])
+    assert isinstance(out.exception, GenbenchError), out.output
+    assert str(out.exception) == (f"--out {tmp_path / 'v.csv'}: the value table is written as parquet, so its name "
+                                  f"ends in .parquet, e.g. {tmp_path / 'v.parquet'}")
+    assert not (tmp_path / "v.csv").exists()
+
+
 def test_a_value_table_file_that_cannot_take_the_values_is_refused_before_they_are_computed(digits_zoo, tmp_path,
                                                                                              monkeypatch):
     """`evaluate --out FILE` computed every value, then failed to merge them into FILE: a traceback from pyarrow for

@@ -195,6 +195,12 @@ def test_an_entry_another_folders_record_holds_is_refused_at_submit_naming_both_
     with pytest.raises(GenbenchError, match="'shared.entry' is already the entry of submission 'first_folder'") as e:
         submit(second, ["digits-mlp"], results_root=results, **FAST)
     assert str(second) in str(e.value) and "submissions/first_folder" in str(e.value)
+    assert "failure record" not in str(e.value)
+    failed = {**first, "status": "failed", "failure": "measure.py raised at import", "scores": None}
+    write_record(failed, results)  # a failed first submit holds the entry too: said, with how to clear it
+    with pytest.raises(GenbenchError, match="is already the entry of submission 'first_folder'") as e:
+        submit(second, ["digits-mlp"], results_root=results, **FAST)
+    assert f"a failure record: `genbench leaderboard failed --remove --results {results}` deletes it" in str(e.value)
     again = make_submission(tmp_path / "subs2", "first_folder", entry="shared.entry")  # its own folder: not in the way
     from genbench.entries.submit.api import check_entry_is_free
     check_entry_is_free(load_submission(again), results)

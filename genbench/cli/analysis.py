@@ -36,6 +36,9 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
     check_writable(None)
     check_file_out("--out", out, "values.parquet")
+    if out is not None and out.suffix.lower() != ".parquet":  # a values.csv would hold parquet bytes
+        raise GenbenchError(f"--out {out}: the value table is written as parquet, so its name ends in .parquet, e.g. "
+                            f"{out.with_suffix('.parquet')}")
     from ..harness import evaluate, save_values, values_path
     from ..harness.values import check_values_out
     from ..zoo import load_zoo

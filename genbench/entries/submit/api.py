@@ -153,7 +153,9 @@ def check_entry_is_free(sub: Submission, results_root: str | Path | None = None)
                     f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already the entry of "
                     f"submission {plain_text(r.name, limit=100)!r} (its record {folder}/{plain_text(r.zoo_name)}/"
                     f"{plain_text(r.name)}.json); one entry, one folder: give the measure in {sub.folder} a name of "
-                    f"its own, or submit it from submissions/{plain_text(r.name, limit=100)}")
+                    f"its own, or submit it from submissions/{plain_text(r.name, limit=100)}"
+                    + ("" if r.ok else f" (that record is a failure record: `genbench leaderboard failed --remove "
+                                       f"--results {folder}` deletes it)"))
 
 
 def dropped_line(rec: Record) -> str | None:
