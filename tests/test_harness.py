@@ -292,6 +292,10 @@ def test_cli_evaluate_writes_and_merges_the_value_table(digits_zoo, home):
     assert r.exit_code == 0 and "pacbayes.init" in r.output
     said = " ".join(r.output.split())
     assert all(k in said for k in ("kind: scalar", "needs: what the measure sees", "phi: the transform"))
+    r = runner.invoke(app, ["measures", "list", "nrm.path"])  # a mistyped name, not a pattern: a suggestion
+    assert isinstance(r.exception, gb.GenbenchError) and "Did you mean 'norm.path'" in str(r.exception), r.output
+    r = runner.invoke(app, ["measures", "list", "nrm.*"])  # a pattern that matches nothing: said as before
+    assert isinstance(r.exception, gb.GenbenchError) and "no measure matches 'nrm.*'" in str(r.exception)
 
 
 def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):

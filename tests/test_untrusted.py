@@ -120,6 +120,15 @@ def test_a_pipe_or_an_oversized_file_is_refused_without_being_read(tmp_path):
         sub.source_sha256
 
 
+def test_a_field_given_twice_in_submission_yaml_is_refused_not_silently_replaced(tmp_path):
+    folder = make_submission(tmp_path, "twice")
+    text = (folder / "submission.yaml").read_text()
+    (folder / "submission.yaml").write_text(text + "\ntitle: a second title\n")
+    with pytest.raises(GenbenchError, match=r"submission.yaml: not valid YAML at line \d+, column 1: the key 'title' "
+                                            "is given twice"):
+        load_submission(folder)
+
+
 def test_yaml_aliases_are_refused_so_a_few_bytes_cannot_expand(tmp_path):
     folder = make_submission(tmp_path, "bomb")
     lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]'] + [

@@ -7,7 +7,7 @@ import typer
 from rich.table import Column, Table
 
 from ..defaults import CHECK_ZOO
-from ..errors import GenbenchError
+from ..errors import GenbenchError, did_you_mean
 from ..text import safe_text
 from .app import console, measures_app
 from .options import BudgetS, Device, check_limits
@@ -20,6 +20,8 @@ def measures_list(pattern: str = typer.Argument("*", help="glob pattern, e.g. 'm
     from ..measures import get_measure, list_measures
 
     names = list_measures(pattern)
+    if not names and not any(c in pattern for c in "*?["):  # a name, not a pattern: suggest the closest
+        raise did_you_mean(pattern, list_measures(), what="measure", hint="`genbench measures list` shows them all")
     if not names:
         raise GenbenchError(f"no measure matches {pattern!r}; `genbench measures list` shows them all")
     caption = ("kind: scalar (one number per model) or signature (a vector per model, regressed as in DEMOGEN); "

@@ -135,6 +135,19 @@ class _NoAliasLoader(yaml.SafeLoader):
                                               event.start_mark)
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A mapping, refusing a key given twice (yaml keeps the last one silently, so a field could hide)."""
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key: the mapping's own construction refuses it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
 
 def parse_metadata(text: str) -> Any:
     """submission.yaml's text parsed as plain YAML data: no anchors or aliases (so the data is no larger than the
