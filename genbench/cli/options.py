@@ -9,6 +9,7 @@ import yaml
 
 from ..defaults import AUTO_AUDIT
 from ..errors import GenbenchError, check_count, check_seconds
+from ..text import plain_text
 
 Device = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N (default: cuda if present)")]
 NBoot = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples for the 95% intervals")]
@@ -65,5 +66,10 @@ def overrides(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise GenbenchError(f"--set takes KEY=VALUE (e.g. train.epochs=2), got {pair!r}")
         key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            from ..zoo.recipe import yaml_problem
+            raise GenbenchError(f"--set {plain_text(pair)}: the value is not valid YAML ({yaml_problem(e)}); write "
+                                "the value as YAML, e.g. train.epochs=2 or 'grid.width=[8, 16]'") from None
     return out

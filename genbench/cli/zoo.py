@@ -227,7 +227,8 @@ def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME
 
 
 @zoo_app.command("get", epilog="Example: genbench zoo get demogen-nin-mnist1d")
-def zoo_get(name: str = typer.Argument(..., help="one of genbench's zoos (a recipe, or RECIPE-tK)")) -> None:
+def zoo_get(name: str = typer.Argument(..., help="one of genbench's zoos (a recipe, or a shipped training RECIPE-tK "
+                                        "of an official grid)")) -> None:
     """Get the official copy of one of genbench's zoos: downloaded from its canonical Hub repo when reachable, else
     built; refused when its table hash differs from the one the shipped records cite."""
     from ..zoo.hub import get_zoo

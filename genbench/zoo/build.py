@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from .. import remote
 from ..device import resolve_device
-from ..errors import GenbenchError, did_you_mean
+from ..errors import GenbenchError, check_count, did_you_mean
 from ..fileio import write_json_atomic, write_text_atomic
 from ..numerics import PINNED, cpu_numerics, pinned_threads
 from ..paths import check_writable, plain_name, zoos_dir
@@ -24,7 +24,8 @@ from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
 from .recipe import ModelSpec, Recipe, check_training, load_recipe
-from .storage import DATASET, MANIFEST, Zoo, commit_table, read_table, recover_table, save_checkpoint
+from .storage import (DATASET, MANIFEST, Zoo, commit_table, read_manifest, read_table, recover_table,
+                      save_checkpoint)
 from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
 
 MAX_GROUP = 64
@@ -64,6 +65,8 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
         raise did_you_mean(executor, ("local", "ray"), what="executor")
     if address is not None and executor != "ray":
         raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
+    if limit is not None:
+        check_count("--limit", limit)  # before the zoo's folder is made
     where = "given as a Recipe" if isinstance(recipe, Recipe) else str(recipe)
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, overrides)
@@ -91,8 +94,6 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
     manifest = _existing_manifest(root, fingerprint)
     recover_table(root, manifest)  # a table commit a crash interrupted: finished, or undone
     if limit is not None:
-        if limit < 1:
-            raise GenbenchError(f"--limit must be at least 1, got {limit}")
         specs = specs[:limit]
     table = read_table(root)
     done = set() if table is None else set(table["model_id"])
@@ -188,7 +189,7 @@ def _existing_manifest(root: Path, fingerprint: str) -> dict[str, Any] | None:
     path = root / MANIFEST
     if not path.exists():
         return None
-    manifest = json.loads(path.read_text())
+    manifest = read_manifest(path)
     if manifest.get("recipe_fingerprint") != fingerprint:
         raise GenbenchError(f"{root} holds a zoo built from a different recipe (or different overrides); "
                             "build into another folder with --out, or delete that folder to start over")

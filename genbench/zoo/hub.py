@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ..defaults import HUB_ORG
+from ..defaults import HUB_ORG, OFFICIAL_ZOOS, official_trainings
 from ..errors import GenbenchError
 from ..fileio import write_text_atomic
 from ..version import __version__
@@ -260,22 +260,38 @@ def cited_table_hashes(name: str, results: str | Path | None = None) -> set[str]
     return hashes
 
 
+def is_shipped(name: str) -> bool:
+    """Whether `zoo get` gets the zoo `name`: a recipe's grid, or a training of an official grid that is shipped."""
+    from .roles import recipe_of
+    found = recipe_of(name)
+    if found is None:
+        return False
+    grid, _ = found
+    return name in (official_trainings(grid) if grid in OFFICIAL_ZOOS else [grid])
+
+
 def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = True,
             note: Callable[[str], None] | None = None) -> tuple[Zoo, str]:
     """The official copy of one of genbench's zoos in $GENBENCH_HOME/zoos/NAME: downloaded from its canonical Hub
     repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built (`note` is told
-    why, and how long building takes); a zoo whose table hash differs from the one the records cite is refused.
-    Returns (zoo, 'present'|'downloaded'|'built')."""
+    why, and how long building takes); a zoo whose table hash differs from the one the records cite is refused, and
+    so is a training RECIPE-tK that genbench does not ship. Returns (zoo, 'present'|'downloaded'|'built')."""
     import shutil
 
     from ..paths import zoos_dir
     from .build import build_zoo
-    from .roles import build_time, recipe_of
+    from .roles import build_command_of, build_time, recipe_of
 
     found = recipe_of(name)
     if found is None:
         raise GenbenchError(f"{name!r} is not one of genbench's zoos (a recipe or RECIPE-tK); `genbench zoo list` "
                             "shows them")
+    grid, k = found
+    if not is_shipped(name):  # a training genbench does not ship: refused before anything is fetched or built
+        which = (f"shipped: {', '.join(t[len(grid):] for t in official_trainings(grid)[1:])}"
+                 if grid in OFFICIAL_ZOOS else
+                 f"trainings are shipped for the official grids only: {', '.join(OFFICIAL_ZOOS)}")
+        raise GenbenchError(f"no shipped training {k} of {grid} ({which}); build it with `{build_command_of(name)}`")
     cited = cited_table_hashes(name, results)
 
     def checked(zoo: Zoo, how: str) -> tuple[Zoo, str]:
@@ -304,7 +320,6 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
     if zoo is None:
         if note is not None:
             note(f"no download of {repo_id} ({why}): {name} is built here instead (it takes {build_time(name)})")
-        grid, k = found
         return checked(build_zoo(grid, training=k, progress=progress), "built")
     checked(zoo, f"downloaded from {repo_id} (commit {zoo.revision})")
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ import yaml
 
 from ..defaults import training_name, training_of
 from ..errors import GenbenchError, did_you_mean
+from ..text import plain_text
 
 TRAIN_DEFAULTS: dict[str, Any] = {
     "optimizer": "sgd",        # "sgd" (with momentum) or "adam"
@@ -168,12 +169,17 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
     """Resolve a recipe name (model_zoo/NAME.yaml) or a path to a YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
+        if p.is_dir():
+            raise GenbenchError(_not_a_recipe_file(p, "a folder"))
         if not p.is_file():
             raise GenbenchError(f"recipe file {str(p)!r} does not exist")
         return p
     candidate = recipes_dir() / f"{name_or_path}.yaml"
     if candidate.is_file():
         return candidate
+    if p.is_dir() or p.is_file():  # a path, not a name: say what it is rather than "unknown recipe"
+        raise GenbenchError(_not_a_recipe_file(p, "a folder" if p.is_dir() else "a file whose name does not end in "
+                                               ".yaml (or .yml)"))
     grid, k = training_of(str(name_or_path))
     if k and (recipes_dir() / f"{grid}.yaml").is_file():
         raise GenbenchError(f"{name_or_path} is training {k} of the recipe {grid}, not a recipe: build it with "
@@ -182,14 +188,31 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
                        hint="`genbench zoo list` shows the recipes; a path to a .yaml file also works.")
 
 
+def _not_a_recipe_file(p: Path, what: str) -> str:
+    """Why the existing path `p` (`what` it is) is neither a recipe file nor a recipe's name, and what to pass."""
+    return (f"{str(p)!r} is {what}, not a recipe file: pass a recipe's YAML file (a file NAME.yaml) or a recipe's "
+            "name; `genbench zoo list` shows the recipes")
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """What the YAML parser said, on one line: its context and problem, and where (line, column)."""
+    said = ": ".join(str(part) for part in (getattr(e, "context", None), getattr(e, "problem", None)) if part)
+    mark = getattr(e, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return plain_text((said or type(e).__name__) + at)
+
+
 def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Recipe:
     """Read, override (dotted keys such as `train.epochs`) and validate a recipe."""
     path = find_recipe(name_or_path)
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise GenbenchError(f"recipe {path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise GenbenchError(f"recipe {path}: not valid YAML: {e}") from None
+        raise GenbenchError(f"recipe {path}: not valid YAML ({yaml_problem(e)})") from None
     raw = copy.deepcopy(raw)
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value, path)

@@ -24,6 +24,7 @@ from ..errors import GenbenchError, did_you_mean, string_list
 from ..fileio import atomic_write, sha256_file, write_json_atomic
 from ..models import build_model
 from ..paths import is_plain_name, plain_name, zoos_dir
+from ..text import plain_text
 from .data import Pool, TrainingSet, load_pool, train_subset
 from .recipe import TRAIN_DEFAULTS, list_recipes
 from .roles import build_command_of, manifest_training, not_built
@@ -54,10 +55,30 @@ def expected_count(grid: dict[str, list[Any]], twins: list[Any] | None) -> int:
     return math.prod(len(values) for values in grid.values()) * (1 + len(twins or []))
 
 
-def read_table(root: Path) -> pd.DataFrame | None:
-    """The models table of a zoo folder, or None before the first model is written."""
+def read_table(root: Path, fix: str = "delete it and rebuild the zoo, or download it again") -> pd.DataFrame | None:
+    """The models table of a zoo folder, or None before the first model is written; a file that is no table (empty,
+    cut short, another format) is refused in one line ending in `fix`, what to do about it."""
     p = root / TABLE
-    return pd.read_parquet(p) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        return pd.read_parquet(p)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise GenbenchError(f"{p}: the table file is unreadable ({plain_text(e)}); {fix}") from None
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A zoo's manifest (zoo.json) as a JSON object; a file that is not UTF-8 JSON of an object is refused."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # not UTF-8 text, or not JSON
+        why = (f"not UTF-8 text ({e.reason} at byte {e.start})" if isinstance(e, UnicodeDecodeError)
+               else f"not valid JSON ({e})")
+        raise GenbenchError(f"{path} is {why}; rebuild or re-download the zoo") from None
+    if not isinstance(manifest, dict):
+        raise GenbenchError(f"{path} holds a {type(manifest).__name__}, not a JSON object; rebuild or re-download "
+                            "the zoo")
+    return manifest
 
 
 def commit_table(root: Path, table: pd.DataFrame, manifest: dict[str, Any]) -> str:
@@ -133,13 +154,7 @@ class Zoo:
         manifest_path = self.root / MANIFEST
         if not manifest_path.is_file():
             raise GenbenchError(f"{self.root} is not a zoo: it has no {MANIFEST}")
-        try:
-            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError as e:
-            raise GenbenchError(f"{manifest_path} is not valid JSON ({e}); rebuild or re-download the zoo") from None
-        if not isinstance(self.manifest, dict):
-            raise GenbenchError(f"{manifest_path} holds a {type(self.manifest).__name__}, not a JSON object; rebuild "
-                                "or re-download the zoo")
+        self.manifest: dict[str, Any] = read_manifest(manifest_path)
         for key in ("name", "files", "grid", "dataset"):
             if key not in self.manifest:
                 raise GenbenchError(f"{manifest_path} lacks the field {key!r}; rebuild or re-download the zoo")
@@ -149,7 +164,7 @@ class Zoo:
                                 "re-download the zoo")
         for rel in self.manifest["files"]:
             zoo_file(rel, source=f"{manifest_path}, field 'files'")
-        table = read_table(self.root)
+        table = read_table(self.root, self._refetch_hint())
         if table is None:
             raise GenbenchError(f"zoo {self.name!r} at {self.root} has no {TABLE} yet: no model is built; "
                                 f"build it with `{build_command(self.name, self.root)}`")
@@ -271,7 +286,7 @@ class Zoo:
         if self.repo_id:
             return (f"download it again with `genbench zoo download {self.repo_id} --revision {self.revision} "
                     "--force` (if that does not help, the copy on the Hub is damaged: tell its publisher)")
-        return "delete it and rebuild the zoo, or download it again"
+        return f"delete it and rebuild the zoo (`{build_command(self.name, self.root)}`), or download it again"
 
     def row(self, model_id: str) -> pd.Series:
         """The table row of one model."""

@@ -29,6 +29,7 @@ from .job import JobFolder
 from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, is_known_zoo, load_submission,
                        trusted_submissions_dir)
 from .sandbox import SUBMISSIONS_DIR, bwrap_version, memory_limit, sandbox_problem, scratch_dir
+from .zoos import get_command
 from .supervise import Worker, WorkerGone
 from .zoos import choose_zoos
 
@@ -128,8 +129,8 @@ def known_zoo(name: str, source: str = "from submission.yaml") -> Zoo:
     from ...zoo.storage import MANIFEST
     folder = zoos_dir() / name
     if not is_known_zoo(name) or not (folder / MANIFEST).is_file():
-        raise GenbenchError(f"zoo {name!r} ({source}) is not built here: get it with `genbench zoo get "
-                            f"{name}`, or name the zoo to score on with --zoo")
+        raise GenbenchError(f"zoo {name!r} ({source}) is not built here: get it with `{get_command(name)}`, or "
+                            "name the zoo to score on with --zoo")
     return Zoo(folder)
 
 

@@ -23,8 +23,11 @@ class ZooChoice:
 
 
 def get_command(name: str) -> str:
-    """The command that gets one of genbench's zoos here (downloaded when the Hub has it, else built)."""
-    return f"genbench zoo get {name}"
+    """The command that gets one of genbench's zoos here (downloaded when the Hub has it, else built); a training
+    that is not shipped is built."""
+    from ...zoo.hub import is_shipped
+    from ...zoo.roles import build_command_of
+    return f"genbench zoo get {name}" if is_shipped(name) else build_command_of(name) or f"genbench zoo get {name}"
 
 
 def missing_line(missing: tuple[str, ...]) -> str:
