@@ -21,7 +21,7 @@ from .errors import GenbenchError
 from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
 from .text import TEXT_LIMIT, excerpt, plain_text, safe_text
-from .scoring.spec import SCORE_NAMES, MeasureScores
+from .scoring.spec import DEFAULT_SORT, SCORE_NAMES, MeasureScores
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -41,9 +41,25 @@ def finite(x: Any) -> float | None:
         return None
     try:
         v = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
         return None
     return v if math.isfinite(v) else None
+
+
+def json_kind(x: Any) -> str:
+    """How an error message names a JSON value that is not what a field needs: 'null', 'an array', 'the string
+    'abc'', 'NaN', 'infinite', 'true', ..."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, str):
+        return f"the string {excerpt(x)}"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else "infinite"
+    if isinstance(x, (int, float)):
+        return excerpt(x)
+    return "an array" if isinstance(x, list) else "an object" if isinstance(x, Mapping) else f"a {type(x).__name__}"
 
 
 def _mapping(x: Any) -> Mapping[str, Any] | None:
@@ -527,6 +543,18 @@ class Record(Mapping[str, Any]):
         return _mapping(self.scores.get("bootstrap")) or {}
 
     @property
+    def paired_settings(self) -> tuple[str, int, int] | None:
+        """What its rank group is paired on: (table hash, seed, n_boot) of the bootstrap, from scores.bootstrap (else
+        the zoo block and the provenance); None when it does not say them."""
+        bs, prov = self.bootstrap, self.provenance
+        table, seed, n_boot = (bs.get("table_sha256") or self.table_sha256, bs.get("seed", prov.get("seed")),
+                               bs.get("n_boot", prov.get("n_boot")))
+        try:
+            return (str(table), int(seed), int(n_boot)) if table and seed is not None and n_boot is not None else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    @property
     def transform_used(self) -> Mapping[str, Any]:
         """The phi used: {"all": phi of the fit on all models, "folds": {phi: how many training folds chose it}}."""
         return _mapping(self.scores.get("transform_used")) or {}
@@ -711,15 +739,124 @@ def parse_record(data: bytes, path: str | Path) -> dict[str, Any]:
         raise GenbenchError(f"cannot read result record {path}: {why}; a record is the JSON file that `genbench "
                             "submit` or `genbench leaderboard run` writes") from None
     if not isinstance(rec, dict):
-        raise GenbenchError(f"{path} is not a genbench result record: it holds a {type(rec).__name__}, not an object")
+        raise GenbenchError(f"{path} is not a genbench result record: it is {json_kind(rec)}, not a JSON object")
     missing = [k for k in REQUIRED if k not in rec]
     if missing:
         raise GenbenchError(f"{path} is not a genbench result record: missing {missing}")
-    if rec["schema"] != SCHEMA:
+    schema = rec["schema"]
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise GenbenchError(f"{path} is not a genbench result record: its field schema is {json_kind(schema)}, but a "
+                            f"record's schema is an integer (this genbench reads schema {SCHEMA}); regenerate it with "
+                            f"`{regenerate_command(rec)}`")
+    if schema != SCHEMA:
         raise SchemaError(_schema_error(path, rec))
     if not isinstance(rec["zoo"], dict) or not rec["zoo"].get("name"):
-        raise GenbenchError(f"{path} is not a genbench result record: its zoo is not an object with a name")
+        zoo = rec["zoo"]
+        what = f"its field zoo is {json_kind(zoo)}" if not isinstance(zoo, dict) else "its zoo block has no name"
+        raise GenbenchError(f"{path} is not a genbench result record: {what}; a record's zoo is an object with the "
+                            "zoo's name")
+    fault = record_fault(rec)
+    if fault:
+        raise GenbenchError(f"{path} is a malformed result record: {fault}; regenerate it with "
+                            f"`{regenerate_command(rec)}`, or remove the file")
     return rec
+
+
+STATUSES = ("ok", "failed")
+
+
+def record_fault(rec: Mapping[str, Any]) -> str | None:
+    """What makes a record unfit to show, in one phrase that names the field (None: nothing): a status other than
+    ok or failed; for a scored record, a broken block of scores (`scores_fault`) or of per-model values
+    (`values_fault`)."""
+    status = rec.get("status")
+    if not isinstance(status, str) or status not in STATUSES:
+        return f"its field status is {json_kind(status)}, not 'ok' or 'failed'"
+    if status != "ok":
+        return None
+    combined = Record(rec).trainings.get("combined")
+    return (scores_fault(rec.get("scores"), "scores")
+            or (None if combined is None else scores_fault(combined, "trainings.combined"))
+            or values_fault(Record(rec)))
+
+
+def scores_fault(block: Any, where: str) -> str | None:
+    """What is wrong with a block of scores (`where`: its place in the record): not an object, no values object, a
+    score that is neither a finite number nor null, or the ranking score null where `refused` gives no reason (a
+    refused score is the one legitimate gap: other scores are null where their statistic was NaN)."""
+    if not isinstance(block, Mapping):
+        return f"{where} is {json_kind(block)}, not an object"
+    values = block.get("values")
+    if not isinstance(values, Mapping):
+        return f"{where}.values is " + ("missing" if "values" not in block else f"{json_kind(values)}, not an object")
+    refused = _mapping(block.get("refused")) or {}
+    for key, v in values.items():
+        field = f"{where}.values.{plain_text(key, limit=60)}"
+        if v is None and key == DEFAULT_SORT and key not in refused:
+            return f"{field} is null and {where}.refused gives no reason"
+        if v is not None and (isinstance(v, (bool, str)) or finite(v) is None):
+            return f"{field} is {json_kind(v)}, not a finite number"
+    return None
+
+
+PER_MODEL = ("gap", "prediction", "value", "error")  # the values block's lists of one entry per model
+
+
+def values_fault(r: Record) -> str | None:
+    """What is wrong with a scored record's per-model values (its values block, and each later training's gap and
+    held-out predictions): not an object, no model ids, a list whose length is not the number of models, gaps or
+    held-out predictions that are not numbers, or, beside a k-fold score (ranked in paired rank groups), no values,
+    held-out predictions or bootstrap settings to pair it on."""
+    values, paired = r.data.get("values"), r.score("kfold_r2") is not None or r.score("mse") is not None
+    if values is None and not paired:  # nothing to pair: the leaderboard reads only its scores
+        return None
+    if not isinstance(values, Mapping):
+        return f"values is {json_kind(values)}, not an object"
+    ids = values.get("model_id")
+    if not isinstance(ids, list) or not ids:
+        return f"values.model_id is {'empty' if ids == [] else json_kind(ids)}, not a list of model ids"
+    n = len(ids)
+    for key in PER_MODEL:
+        if values.get(key) is not None or key == "gap":
+            fault = _per_model_fault(values.get(key), f"values.{key}", n, numbers=key == "gap")
+            if fault:
+                return fault
+    parts = [("values", values), *((f"trainings.zoos[{t}]", r.training_part(t)) for t in range(1, r.n_trainings))]
+    for where, part in parts:
+        for key in ("heldout",) if where == "values" else ("gap", "heldout"):
+            x = part.get(key)
+            if x is None and paired:
+                return (f"{where}.{key} is {'null' if key in part else 'missing'}, but the record's k-fold score is "
+                        "ranked in paired rank groups, made from the gaps and held-out predictions of every shuffle")
+            fault = None if x is None else _per_model_fault(x, f"{where}.{key}", n, numbers=True, rows=key == "heldout")
+            if fault:
+                return fault
+    if paired and r.paired_settings is None:
+        return ("scores.bootstrap lacks the seed, n_boot or table_sha256 that its k-fold score's rank group is paired "
+                "on")
+    return None
+
+
+def _number_or_null(v: Any) -> bool:
+    """Whether a per-model entry is a number numpy reads as a float (NaN included), or null (no value)."""
+    return v is None or type(v) is float or type(v) is int and finite(v) is not None
+
+
+def _per_model_fault(x: Any, where: str, n: int, *, numbers: bool = False, rows: bool = False) -> str | None:
+    """What is wrong with a list of one entry per model (`rows`: a list of such lists): not a list, not `n` long
+    (the number of model ids), or (`numbers`) entries that are neither numbers nor null."""
+    if not isinstance(x, list) or (rows and not x):
+        return f"{where} is {'empty' if x == [] else json_kind(x)}, not a list" + (" of lists" if rows else "")
+    for i, row in enumerate(x if rows else [x]):
+        at = f"{where}[{i}]" if rows else where
+        if not isinstance(row, list):
+            return f"{at} is {json_kind(row)}, not a list"
+        if len(row) != n:
+            return f"{at} holds {len(row)} entries for the {n} models of values.model_id"
+        kinds = set(map(type, row))
+        if numbers and not (kinds <= {float, type(None)} or all(map(_number_or_null, row))):
+            return f"{at} holds {json_kind(next(v for v in row if not _number_or_null(v)))}, not a number"
+    return None
 
 
 PRIVATE = "private"  # a record's key of its private block (entries/private.py writes it)
@@ -759,14 +896,24 @@ def _schema_error(path: Path, rec: Mapping[str, Any]) -> str:
                 "scalar's slope to its declared direction and which says what each entry adds to the recipe: "
                 f"re-score it from its stored values with `genbench leaderboard rescore --results {path.parent.parent}"
                 f" --zoo {zoo}` (the measure is not run again)")
-    prov, sub = _mapping(rec.get("provenance")) or {}, _mapping(rec.get("submission"))
-    command = plain_text(prov.get("command") or "", limit=300)
-    if not (sub and command.startswith("genbench submit")):  # a built-in: `leaderboard run` makes its record
-        measure = plain_text(rec.get("measure") or rec.get("name"), limit=100)
-        command = f"genbench leaderboard run {measure} --zoo {zoo}"
     return (f"{path} has record schema {excerpt(found)}; this genbench reads schema {SCHEMA} (pooled repeated "
             "k-fold R^2, paired bootstrap resamples, baseline rows), whose scores are not comparable with older ones: "
-            f"regenerate it with `{command}`")
+            f"regenerate it with `{regenerate_command(rec)}`")
+
+
+def regenerate_command(record: Mapping[str, Any]) -> str:
+    """The command that makes a record again, safe to print: a submission's own `genbench submit` command as it
+    recorded it, `genbench leaderboard baselines` for a baseline row, else `genbench leaderboard run MEASURE`."""
+    data = record.data if isinstance(record, Record) else record
+    zoo = data.get("zoo")
+    zoo = plain_text(zoo.get("name") if isinstance(zoo, Mapping) else zoo, limit=100)
+    prov, sub = _mapping(data.get("provenance")) or {}, _mapping(data.get("submission"))
+    command = plain_text(prov.get("command") or "", limit=300)
+    if sub and command.startswith("genbench submit"):
+        return command
+    if data.get("baseline") is True:
+        return f"genbench leaderboard baselines --zoo {zoo}"
+    return f"genbench leaderboard run {plain_text(data.get('measure') or data.get('name'), limit=100)} --zoo {zoo}"
 
 
 class SkippedRecordWarning(UserWarning):
@@ -793,11 +940,15 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
                  skipped: list[str] | None = None) -> list[Record]:
     """Every record under ROOT (or ROOT/<zoo>), sorted by zoo and name (ROOT: the user's results folder by default).
 
-    A file that cannot be read as a record (not JSON, not a record, a name that is no plain file name, not at the
-    place its own zoo and name give it, or another record schema: then with the command that regenerates it) is
-    skipped, so that one bad file never hides the others: why is appended to `skipped` when a list is given, else
-    warned (SkippedRecordWarning). `Record.read` of one explicit file still raises."""
+    A file that cannot be read as a record (not JSON, not a record, a malformed one (`record_fault`), a name that is
+    no plain file name, not at the place its own zoo and name give it, or another record schema: then with the
+    command that regenerates it) is skipped, so that one bad file never hides the others: why is appended to
+    `skipped` when a list is given, else warned (SkippedRecordWarning). `Record.read` of one explicit file still
+    raises."""
     root = Path(root if root is not None else results_dir())
+    if root.exists() and not root.is_dir():
+        raise GenbenchError(f"{root} is a file, not a folder: --results takes a folder of result records (its zoo "
+                            f"folders hold them as ZOO/NAME.json), e.g. {SHIPPED_RESULTS}")
     if not root.is_dir():
         raise GenbenchError(f"no result records at {root}: run `genbench submit` or `genbench leaderboard run` first, "
                             "or pass --results DIR")

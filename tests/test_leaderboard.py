@@ -961,7 +961,7 @@ def test_records_of_different_zoo_versions_or_tables_are_refused_naming_them():
     records = _planted(n_boot=100)
     records[2]["zoo"]["table_sha256"] = "0" * 64
     msg = _error(records, sort="tau")  # whatever the score: records of two tables are not comparable
-    assert "table 000000000000: baseline.hparams" in msg and "genbench leaderboard run" in msg
+    assert "table 000000000000: baseline.hparams" in msg and "genbench leaderboard baselines" in msg  # its command
 
 
 @pytest.mark.parametrize("field, value", [("seed", 1), ("n_boot", 150)])

@@ -652,13 +652,19 @@ def _replace_dir(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+PAGE_SUFFIXES = (".html", ".htm")  # a path ending so names one page: the site is a folder
+
+
 def check_site_folder(out: str | Path) -> None:
-    """Refuse a folder for the site that holds something else: a file there, or a folder with files and without
-    the MARKER of a site genbench wrote (which it replaces)."""
+    """Refuse a folder for the site that holds something else: a file there, a path that names a page (x.html), or
+    a folder with files and without the MARKER of a site genbench wrote (which it replaces)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise GenbenchError(f"{out} is a file, not a folder for the site: name a new or empty folder, or one holding "
                             "a site genbench wrote")
+    if out.suffix.lower() in PAGE_SUFFIXES and not out.is_dir():
+        raise GenbenchError(f"{out} names a web page, but the site is a folder (index.html, assets/ and entries/ are "
+                            f"written inside it): name a folder, e.g. {out.with_suffix('')}")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise GenbenchError(f"{out} holds files and is not a genbench site (no {MARKER} file); refusing to replace "
                             "it: name a new or empty folder")

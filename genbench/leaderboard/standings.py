@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..defaults import CHECK_ZOO, EXTERNAL_PREFIX, OFFICIAL_ZOOS
 from ..errors import GenbenchError
-from ..record import Record
+from ..record import Record, regenerate_command
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
 from ..scoring.spec import DEFAULT_SORT, score_label
 from ..scoring.trainings import combine_draws, training_picks
@@ -205,6 +205,21 @@ def _split(recs: Sequence[Record], key: Callable[[Record], Hashable]) -> dict[Ha
     return dict(sorted(parts.items(), key=lambda kv: -len(kv[1])))
 
 
+def _odd(parts: Mapping[Hashable, list[Record]]) -> list[Record]:
+    """The records outside the most common part of a `_split`."""
+    return [r for rs in list(parts.values())[1:] for r in rs]
+
+
+SHOWN_COMMANDS = 3  # a message names the commands of this many records, then counts the others
+
+
+def _commands(recs: Sequence[Record], extra: str = "") -> str:
+    """The commands that make `recs` again (record.regenerate_command, each followed by `extra` options), quoted."""
+    cmds = list(dict.fromkeys(f"`{regenerate_command(r)}{extra}`" for r in recs))
+    more = len(cmds) - SHOWN_COMMANDS
+    return ", ".join(cmds[:SHOWN_COMMANDS]) + (f" and {more} more like them" if more > 0 else "")
+
+
 def _check_same_zoo(zoo: str, recs: Sequence[Record]) -> None:
     """Records of one zoo name must come from one version of its table: else they score different models."""
     parts = _split(recs, lambda r: (r.zoo.get("version"), r.table_sha256))
@@ -212,19 +227,7 @@ def _check_same_zoo(zoo: str, recs: Sequence[Record]) -> None:
         what = "; ".join(f"version {v}, table {str(h)[:12]}: {_names(rs)}" for (v, h), rs in parts.items())
         raise GenbenchError(f"the records of zoo {zoo!r} come from different versions of it ({what}); records made on "
                             "different zoo tables are not comparable: regenerate the odd ones on the current zoo "
-                            f"with `genbench leaderboard run NAME --zoo {zoo}`, or rank them from separate --results "
-                            "folders")
-
-
-def _bootstrap(r: Record) -> tuple[str, int, int] | None:
-    """A record's paired-bootstrap settings (table hash, seed, n_boot); None when it does not say them."""
-    bs, prov = r.bootstrap, r.provenance
-    table, seed, n_boot = bs.get("table_sha256") or r.table_sha256, bs.get("seed", prov.get("seed")), \
-        bs.get("n_boot", prov.get("n_boot"))
-    try:
-        return (str(table), int(seed), int(n_boot)) if table and seed is not None and n_boot is not None else None
-    except (TypeError, ValueError):
-        return None
+                            f"with {_commands(_odd(parts))}, or rank them from separate --results folders")
 
 
 def _gap(r: Record) -> np.ndarray | None:
@@ -240,42 +243,40 @@ def _gap(r: Record) -> np.ndarray | None:
 def _check_pairable(zoo: str, recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None]) -> None:
     """Paired groups need every entry's held-out predictions on the same models and the same resamples; name the
     records that break this, and say how to fix it."""
-    lacking = [r for r in recs if heldout.get(r.name) is None or _gap(r) is None or _bootstrap(r) is None]
+    lacking = [r for r in recs if heldout.get(r.name) is None or _gap(r) is None or r.paired_settings is None]
     if lacking:
         raise GenbenchError(f"cannot form paired rank groups on {zoo!r}: {_names(lacking)} lack the held-out "
                             "predictions of every shuffle (values.heldout), the gaps or the bootstrap settings "
-                            "(scores.bootstrap) that pairing needs; regenerate them with `genbench leaderboard run "
-                            f"NAME --zoo {zoo}`, or rank by a score without groups (e.g. --sort tau)")
-    parts = _split(recs, lambda r: _bootstrap(r)[1:])  # type: ignore[index]
+                            f"(scores.bootstrap) that pairing needs; regenerate them with {_commands(lacking)}, or "
+                            "rank by a score without groups (e.g. --sort tau)")
+    parts = _split(recs, lambda r: r.paired_settings[1:])  # type: ignore[index]
     if len(parts) > 1:
         what = "; ".join(f"seed {s}, n_boot {b}: {_names(rs)}" for (s, b), rs in parts.items())
         seed, n_boot = next(iter(parts))  # type: ignore[misc]
         raise GenbenchError(f"cannot pair the records of {zoo!r}: they were made with different bootstrap settings "
                             f"({what}), so their resamples differ; regenerate the odd ones with the same settings "
-                            f"(`genbench leaderboard run NAME --zoo {zoo} --n-boot {n_boot}`, seed {seed})")
-    parts = _split(recs, lambda r: _bootstrap(r)[0])  # type: ignore[index]
+                            f"({_commands(_odd(parts), f' --n-boot {n_boot}')}, seed {seed})")
+    parts = _split(recs, lambda r: r.paired_settings[0])  # type: ignore[index]
     if len(parts) > 1:
         what = "; ".join(f"table {str(h)[:12]}: {_names(rs)}" for h, rs in parts.items())
         raise GenbenchError(f"cannot pair the records of {zoo!r}: their resamples come from different zoo tables "
-                            f"({what}); regenerate the odd ones with `genbench leaderboard run NAME --zoo {zoo}`")
+                            f"({what}); regenerate the odd ones with {_commands(_odd(parts))}")
     parts = _split(recs, lambda r: r.n_trainings)
     if len(parts) > 1:
         what = "; ".join(f"{t} training(s): {_names(rs)}" for t, rs in parts.items())
         raise GenbenchError(f"cannot pair the records of {zoo!r}: they are scored on different numbers of trainings "
-                            f"of the grid ({what}); score the odd ones on the same trainings (`genbench leaderboard "
-                            f"run NAME --zoo {zoo} --trainings N`)")
+                            f"of the grid ({what}); score the odd ones on the same trainings "
+                            f"({_commands(_odd(parts), f' --trainings {next(iter(parts))}')})")
     lacking = [r for r in recs if any(_training_arrays(r, t) is None for t in range(1, r.n_trainings))]
     if lacking:
         raise GenbenchError(f"cannot pair the records of {zoo!r}: {_names(lacking)} lack a training's gaps or held-out "
-                            f"predictions (trainings.zoos[t]); regenerate them with `genbench leaderboard run NAME "
-                            f"--zoo {zoo}`")
+                            f"predictions (trainings.zoos[t]); regenerate them with {_commands(lacking)}")
     parts = _split(recs, lambda r: tuple(r.model_ids or ()))
     if len(parts) > 1:
         what = "; ".join(f"{len(ids)} models ({', '.join(ids[:2])}{', ...' if len(ids) > 2 else ''}): {_names(rs)}"
                          for ids, rs in parts.items())  # type: ignore[arg-type]
         raise GenbenchError(f"cannot pair the records of {zoo!r}: they hold values for different model lists "
-                            f"({what}); regenerate the odd ones on the complete zoo with `genbench leaderboard run "
-                            f"NAME --zoo {zoo}`")
+                            f"({what}); regenerate the odd ones on the complete zoo with {_commands(_odd(parts))}")
 
 
 @functools.lru_cache(maxsize=8)
@@ -318,7 +319,7 @@ def paired_draws(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | None
     of its table hash and the seed): the pooled repeated k-fold R^2 or MSE of the record's held-out predictions.
     Entries scored on T > 1 trainings of the grid (all of them on the same T): on each training, on the same
     resamples, combined by the two-stage bootstrap (scoring/trainings.py) on the same training draws."""
-    table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
+    table, seed, n_boot = recs[0].paired_settings  # type: ignore[misc]
     w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
     t_of = recs[0].n_trainings
     per = []
@@ -337,7 +338,7 @@ def training_groups(recs: Sequence[Record], heldout: Mapping[str, np.ndarray | N
     """Each entry's rank group on each training of the grid on its own: the entries (all on the same T trainings,
     already checked pairable) ranked by that training's score and grouped on that training's draws (the same
     resamples), by `group_rule`. {} when a training's score is missing for some entry."""
-    table, seed, n_boot = _bootstrap(recs[0])  # type: ignore[misc]
+    table, seed, n_boot = recs[0].paired_settings  # type: ignore[misc]
     w = _weights(len(recs[0].model_ids or ()), table, seed, n_boot)
     sign = 1.0 if score_spec(sort).lower_is_better else -1.0
     out: dict[str, list[int]] = {r.name: [] for r in recs}
