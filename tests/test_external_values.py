@@ -164,6 +164,20 @@ def test_bad_tables_get_one_clear_line_and_nothing_written(tmp_path, change, arg
     assert not results.exists()
 
 
+def test_a_table_of_another_separator_or_a_broken_parquet_file_gets_the_hint_that_fits(tmp_path):
+    """A ';'-separated CSV read as one column said 'Known: hp.w;gap;m1'; a broken parquet file got the CSV hint."""
+    semi = tmp_path / "semi.csv"
+    dziugaite_table().to_csv(semi, index=False, sep=";")
+    with pytest.raises(GenbenchError, match=r"semi.csv reads as one column \('experiment_id;hp.dataset;.*\): its fields look "
+                                            r"separated by semicolons; write the table with commas"):
+        read_value_table(semi, measures=["complexity.good"], target="gen.gap")
+    broken = tmp_path / "t.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    with pytest.raises(GenbenchError, match=r"cannot read .*t.parquet as a table \(.*\); a parquet file written by "
+                                            "pandas or pyarrow$"):
+        read_value_table(broken, measures=["complexity.good"], target="gen.gap")
+
+
 def test_unknown_measure_column_and_file_kind_are_refused(tmp_path):
     path = tmp_path / "t.csv"
     dziugaite_table().to_csv(path, index=False)

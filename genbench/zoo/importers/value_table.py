@@ -17,6 +17,7 @@ from ...defaults import EXTERNAL_PREFIX
 from ...errors import GenbenchError, did_you_mean
 from ...fileio import sha256_file
 from ...paths import is_plain_name
+from ...text import excerpt
 from ..storage import Zoo
 
 REPLICATE = "seed"
@@ -61,6 +62,9 @@ class ValueTable:
     notes: list[str] = field(default_factory=list)
 
 
+OTHER_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "bars"}  # a one-column header holding one: misread
+
+
 def read_frame(path: str | Path) -> pd.DataFrame:
     """A CSV (optionally compressed) or parquet file as a DataFrame; a clear error for anything else."""
     path = Path(path)
@@ -83,8 +87,14 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         raise
     except Exception as e:  # noqa: BLE001 (pandas raises many kinds; each becomes one line)
         first = (str(e).strip().splitlines() or [""])[0]
-        raise GenbenchError(f"cannot read {path} as a table ({type(e).__name__}: {first}); every row needs the "
-                            "header's fields, separated by commas") from None
+        need = ("a parquet file written by pandas or pyarrow" if name.endswith(".parquet") else
+                "every row needs the header's fields, separated by " + ("tabs" if ".tsv" in name else "commas"))
+        raise GenbenchError(f"cannot read {path} as a table ({type(e).__name__}: {first}); {need}") from None
+    other = [word for sep, word in OTHER_SEPARATORS.items() if len(header) == 1 and sep in header[0]]
+    if other and not name.endswith(".parquet"):
+        raise GenbenchError(f"{path} reads as one column ({excerpt(header[0])}): its fields look separated by "
+                            f"{other[0]}; write the table with commas (pandas: df.to_csv(path, index=False)), or name a tab-"
+                            "separated file .tsv")
     dup = sorted({c for c in header if header.count(c) > 1})
     if dup:
         raise GenbenchError(f"{path} names the column(s) {dup} more than once; give each column its own name")
