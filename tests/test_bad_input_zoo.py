@@ -118,3 +118,12 @@ def test_submit_points_a_training_that_is_not_shipped_to_its_build_command_not_z
 def test_a_limit_below_one_is_refused_before_the_zoo_folder_is_made(fresh_home):
     assert _refused(["zoo", "build", "digits-mlp", "--limit", "0"]) == "--limit must be at least 1, got 0"
     assert not (fresh_home / "zoos" / "digits-mlp").exists()
+
+
+@pytest.mark.parametrize("argv", [["zoo", "build", "digits-mlp", "--address", "ray://h:10001"],
+                                  ["evaluate", "norm.params", "--zoo", "digits-mlp", "--address", "ray://h:10001"]])
+def test_an_address_without_the_ray_executor_is_said_in_the_command_lines_words(argv, fresh_home):
+    """The API's 'pass executor='ray'' is not what a command line takes: it names --executor ray."""
+    assert _refused(argv) == ("--address is a Ray cluster's address; pass --executor ray with it (got --executor "
+                              "local)")
+    assert not (fresh_home / "zoos").exists()

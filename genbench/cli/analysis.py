@@ -13,7 +13,7 @@ from ..errors import GenbenchError
 from ..paths import check_file_out, check_writable
 from ..text import REASON_LIMIT, plain_text
 from .app import app, console
-from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_limits
+from .options import Address, BudgetS, Device, Executor, NBoot, ResultsOut, Zoo, check_address, check_limits
 
 if TYPE_CHECKING:
     from ..scoring.scores import Scores
@@ -35,6 +35,7 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
                  ) -> None:
     """Run measures on every model of a zoo; values are cached, failures are recorded per model."""
     check_writable(None)
+    check_address(executor, address)
     check_file_out("--out", out, "values.parquet")
     if out is not None and out.suffix.lower() != ".parquet":  # a values.csv would hold parquet bytes
         raise GenbenchError(f"--out {out}: the value table is written as parquet, so its name ends in .parquet, e.g. "

@@ -50,6 +50,13 @@ def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[st
         check_count(flag, v)
 
 
+def check_address(executor: str, address: str | None) -> None:
+    """Refuse --address without --executor ray in the command line's words (the API says address= and executor=)."""
+    if address is not None and executor != "ray":
+        raise GenbenchError(f"--address is a Ray cluster's address; pass --executor ray with it (got --executor "
+                            f"{executor})")
+
+
 def audit_choice(no_audit: bool, audit_zoo: str | None) -> str | None:
     """The audit zoo asked for (AUTO_AUDIT: the rule's), None where --no-audit or --audit-zoo '' skips the audit; a
     skip beside a named zoo is refused."""

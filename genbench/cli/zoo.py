@@ -10,7 +10,7 @@ from rich.table import Table
 from ..errors import GenbenchError
 from ..paths import check_writable
 from .app import console, zoo_app
-from .options import Address, Device, Executor, Private, Repo, overrides
+from .options import Address, Device, Executor, Private, Repo, check_address, overrides
 
 if TYPE_CHECKING:
     from ..zoo.hub import Pushed
@@ -73,6 +73,7 @@ def zoo_build(recipe: str = typer.Argument(..., help="recipe name (model_zoo/NAM
               ) -> None:
     """Train the models of a recipe (resumes: finished models are kept)."""
     from ..zoo.recipe import check_training
+    check_address(executor, address)
     k = check_training(training)  # a bad K is refused before anything is written
     if private:
         if k or out is not None:
