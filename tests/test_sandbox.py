@@ -478,7 +478,7 @@ def test_verify_refuses_names_that_are_paths_and_runs_nothing(tmp_path, digits_z
     monkeypatch.setattr(api, "run_submission", lambda *a, **k: pytest.fail("verify ran a submission"))
     rec = {"schema": 3, "name": "../../etc", "measure": "x.y", "builtin": False, "status": "ok",
            "submission": {"path": "/tmp"}, "zoo": {"name": "digits-mlp", "table_sha256": digits_zoo.table_sha256},
-           "provenance": {}}
+           "provenance": {}, "scores": {"values": {}}}  # well-formed: only its names are wrong
     path = tmp_path / "r.json"
     for name, zoo, message in (("../../etc", "digits-mlp", "is not a submission folder's name"),
                                ("nowhere", "digits-mlp", "no submission 'nowhere' in"),
