@@ -113,17 +113,14 @@ def test_a_damaged_values_block_is_skipped_with_its_field_named_and_the_rest_ran
         read_record(path)
 
 
-@pytest.mark.parametrize("damage", ["model ids cut", "values null"])
-def test_a_damaged_local_copy_of_a_shipped_record_never_stops_the_default_leaderboard(tmp_path, monkeypatch, damage):
+def test_a_damaged_local_copy_of_a_shipped_record_never_stops_the_default_leaderboard(tmp_path, monkeypatch):
     """The reviewer's case: a copy of a shipped record, damaged, in $GENBENCH_HOME/results (was: exit 2, 'cannot form
-    paired rank groups ... regenerate them with `genbench leaderboard run NAME ...`')."""
+    paired rank groups ... regenerate them with `genbench leaderboard run NAME ...`'). Other damage to the values
+    block: test_a_damaged_values_block_is_skipped_with_its_field_named_and_the_rest_ranked."""
     monkeypatch.setenv("GENBENCH_HOME", str(tmp_path / "home"))
     zoo = "demogen-nin-mnist1d"
     rec = json.loads((SHIPPED / zoo / "norm.param.json").read_text())
-    if damage == "values null":
-        rec["values"] = None
-    else:
-        rec["values"]["model_id"] = rec["values"]["model_id"][:10]
+    rec["values"]["model_id"] = rec["values"]["model_id"][:10]
     local = tmp_path / "home" / "results" / zoo / "norm.param.json"
     local.parent.mkdir(parents=True)
     local.write_text(json.dumps(rec))
