@@ -774,10 +774,11 @@ def record_fault(rec: Mapping[str, Any]) -> str | None:
         return f"its field status is {json_kind(status)}, not 'ok' or 'failed'"
     if status != "ok":
         return None
-    combined = Record(rec).trainings.get("combined")
+    r = Record(rec)
+    combined = r.trainings.get("combined")
     return (scores_fault(rec.get("scores"), "scores")
             or (None if combined is None else scores_fault(combined, "trainings.combined"))
-            or values_fault(Record(rec)))
+            or values_fault(r))
 
 
 def scores_fault(block: Any, where: str) -> str | None:

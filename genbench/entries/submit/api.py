@@ -29,9 +29,8 @@ from .job import JobFolder
 from .metadata import (MEASURE_FILE, SUBMISSION_FILE, Submission, is_entry_name, is_known_zoo, load_submission,
                        trusted_submissions_dir)
 from .sandbox import SUBMISSIONS_DIR, bwrap_version, memory_limit, sandbox_problem, scratch_dir
-from .zoos import get_command
 from .supervise import Worker, WorkerGone
-from .zoos import choose_zoos
+from .zoos import choose_zoos, get_command
 
 CHECK_MODELS = 2  # models the conformance suite runs on
 STARTUP_S = 600.0  # the overall limit's allowance for starting the worker and loading its zoos
