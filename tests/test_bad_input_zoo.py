@@ -75,6 +75,29 @@ def test_an_unreadable_table_is_one_line_in_every_command_that_opens_the_zoo(dig
                                 "download it again"), (argv, message)
 
 
+@pytest.mark.parametrize("damage, says", [
+    (lambda t: t.drop(columns=["model_id"]), "has no column 'model_id': a zoo's table holds one row per model with at "
+                                             "least model_id and gap (train_acc - test_acc); rebuild or re-download"),
+    (lambda t: t.drop(columns=["gap"]), "has no column 'gap': a zoo's table"),
+    (lambda t: t.assign(model_id=["m000", *t["model_id"][1:-1], "m000"]), "has the model_id 'm000' on 2 rows: each "
+                                                                          "model needs its own id"),
+    (lambda t: t.assign(model_id=[*t["model_id"][:-1], None]), "has no model_id in row 71: each model needs"),
+])
+def test_a_table_without_its_ids_or_gaps_is_refused_when_the_zoo_is_opened(tmp_path, damage, says):
+    """A parquet table that reads but lacks what every reader needs (a hand-made zoo: no sha256 in its manifest to
+    catch it) is refused in one line, not a KeyError later, and not a zoo of silently merged models."""
+    import pandas as pd
+    from planted import GRID, planted_gap, write_zoo
+    root = tmp_path / "z"
+    write_zoo(root, GRID, planted_gap)
+    table = pd.read_parquet(root / TABLE)
+    assert len(table) == 72
+    damage(table).to_parquet(root / TABLE, index=False)
+    message = _refused(["zoo", "info", str(root)])
+    assert message.startswith(f"{root / TABLE} {says}"), message
+    assert message.endswith("rebuild or re-download the zoo"), message
+
+
 def test_a_manifest_that_is_not_utf8_is_refused_as_invalid_json_is(digits_zoo, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(digits_zoo.root, broken)

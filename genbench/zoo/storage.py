@@ -34,6 +34,7 @@ TABLE = "models.parquet"
 DATASET = "dataset.safetensors"
 PENDING_TABLE = ".models.parquet.pending"  # a build's next table, before the manifest citing it is written
 TIMING_COLUMNS = ("train_seconds",)  # differ between otherwise identical builds
+REQUIRED_COLUMNS = ("model_id", "gap")  # what every reader of a zoo's table needs (DESIGN.md 3)
 FILE_COLUMNS = ("checkpoint", "init_checkpoint")  # the table's paths (relative to the zoo folder)
 HASH_COLUMNS = ("checkpoint_sha256", "init_sha256")  # the table's sha256 hex digests (also used in cache paths)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -130,8 +131,20 @@ def zoo_file(rel: Any, *, source: str) -> str:
 
 
 def _check_table(table: pd.DataFrame, source: str) -> None:
-    """Refuse a table whose file paths or hashes could lead outside the zoo (or its caches): every checkpoint path
-    a `zoo_file`, every hash 64 lowercase hex digits."""
+    """Refuse a table that lacks a column every zoo's table has (REQUIRED_COLUMNS), whose model ids are missing or
+    repeated, or whose file paths or hashes could lead outside the zoo (or its caches): every checkpoint path a
+    `zoo_file`, every hash 64 lowercase hex digits."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in table]
+    if missing:
+        raise GenbenchError(f"{source} has no column {', '.join(map(repr, missing))}: a zoo's table holds one row per "
+                            f"model with at least {' and '.join(REQUIRED_COLUMNS)} (train_acc - test_acc); rebuild "
+                            "or re-download the zoo")
+    ids = table["model_id"]
+    bad = ids[ids.isna()].index.tolist() or ids[ids.duplicated()].tolist()
+    if bad:
+        what = (f"no model_id in row {bad[0]}" if ids.isna().any()
+                else f"the model_id {plain_text(str(bad[0]))!r} on {int((ids == bad[0]).sum())} rows")
+        raise GenbenchError(f"{source} has {what}: each model needs its own id; rebuild or re-download the zoo")
     for col in FILE_COLUMNS:
         for v in table[col] if col in table else ():
             zoo_file(v, source=f"{source}, column {col!r}")
