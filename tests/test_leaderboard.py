@@ -108,6 +108,27 @@ def test_terminal_table_keeps_names_and_intervals_whole_at_any_width(records_dir
     assert ("--format markdown or csv gives them all" in " ".join(out.output.split())) == (width == 80)
 
 
+def test_the_measured_width_of_a_terminal_table_is_its_printed_width(monkeypatch):
+    """terminal.width measures a table instead of printing it: on every table a narrow leaderboard of a shipped zoo
+    tries (the wide one, the headline ones, wrapping fragility and long citations), the two agree."""
+    import genbench.cli as cli
+    import genbench.leaderboard.terminal as terminal
+    from rich.console import Console
+
+    def printed(table) -> int:
+        out = Console(file=io.StringIO(), width=100_000, color_system=None)
+        out.print(table)
+        return max(len(line) for line in out.file.getvalue().splitlines())
+
+    pairs = []
+    measured = terminal.width
+    monkeypatch.setattr(terminal, "width", lambda t: pairs.append((measured(t), printed(t))) or pairs[-1][0])
+    monkeypatch.setattr(cli.console, "width", 80)
+    out = CliRunner().invoke(app, ["leaderboard", "--zoo", "mnist1d-demogen"])
+    assert out.exit_code == 0, out.output
+    assert len(pairs) >= 3 and all(a == b for a, b in pairs), pairs
+
+
 @pytest.mark.parametrize("sort", ["cmi_pgdl", "sign_error_p90", "sign_error_mean"])
 def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table(tmp_path, monkeypatch, sort):
     import genbench.cli as cli

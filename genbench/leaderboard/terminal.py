@@ -159,10 +159,9 @@ def short_citation(text: str) -> str:
 
 
 def width(table: Table) -> int:
-    """The columns `table` takes when nothing has to wrap but what it wraps anyway."""
-    out = Console(file=io.StringIO(), width=100_000, color_system=None)
-    out.print(table)
-    return max(len(line) for line in out.file.getvalue().splitlines())  # type: ignore[attr-defined]
+    """The columns `table` takes when nothing has to wrap but what it wraps anyway: Rich's measurement of its widest
+    layout (what printing it on an unbounded console gives, without the rendering)."""
+    return Console(file=io.StringIO(), width=100_000, color_system=None).measure(table).maximum
 
 
 def say(out: Console, text: str, *, indent: int = 0) -> None:
