@@ -511,8 +511,11 @@ class TestSlow:
             import subprocess, sys, time
             HOG = ("import numpy as np, time; a = np.ones(200 * 2**20); "
                    "print('HOG HOLDS 1.6 GB', flush=True); time.sleep(60)")
-            subprocess.Popen(["setsid", sys.executable, "-c", HOG])
-            time.sleep(8)  # give it time to allocate
+            hog = subprocess.Popen(["setsid", sys.executable, "-c", HOG])  # setsid execs: this is the hog itself
+            try:  # give it time to allocate; a memory cgroup's kernel ends it sooner
+                hog.wait(timeout=8)
+            except subprocess.TimeoutExpired:
+                pass
             """)
         output: list[str] = []
         probe = api.memory_limit(1 << 30)
