@@ -263,3 +263,33 @@ def test_a_schema_that_is_no_integer_is_refused_as_such(tmp_path, schema, shown)
                                  "is an integer (this genbench reads schema 3)")
     assert "not comparable with older ones" not in why
     assert f"regenerate it with `genbench leaderboard run {BAD} --zoo z`" in why
+
+
+def test_records_are_parsed_by_orjson_as_json_parses_them_and_by_json_where_orjson_refuses(monkeypatch):
+    """loads_json: every shipped record parses to what json.loads gives, without json (the fast path is taken);
+    what only the standard library reads (NaN, Infinity, integers beyond 64 bits) still reads, and bad bytes get
+    json's own error, so a record's error message does not depend on the parser."""
+    import genbench.record as record_module
+    from genbench.record import loads_json, parse_record
+
+    datas = [p.read_bytes() for p in sorted(SHIPPED.glob("*/*.json"))]
+    expected = [json.loads(d.decode("utf-8")) for d in datas]
+
+    def no_json(*a, **k):
+        raise AssertionError("json.loads called for a record orjson reads")
+
+    with monkeypatch.context() as m:
+        m.setattr(record_module.json, "loads", no_json)
+        assert [loads_json(d) for d in datas] == expected and len(datas) >= 200
+    odd = b'{"a": NaN, "b": -Infinity, "c": 123456789012345678901234567890, "d": [1.5e-300, "\\u00e9"]}'
+    got = loads_json(odd)
+    assert np.isnan(got["a"]) and got["b"] == -np.inf and got["c"] == 123456789012345678901234567890
+    assert got["d"] == [1.5e-300, "\u00e9"]
+    for bad in (b'{"a": 1,}', b'{"a": "\xe9"}', b"[" * 100_000):
+        with pytest.raises((ValueError, RecursionError)) as ours:
+            loads_json(bad)
+        with pytest.raises((ValueError, RecursionError)) as theirs:
+            json.loads(bad.decode("utf-8"))
+        assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+    with pytest.raises(GenbenchError, match=r"cannot read result record x\.json: not JSON \(Expecting property name"):
+        parse_record(b'{"a": 1,}', "x.json")

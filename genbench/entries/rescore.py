@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import GenbenchError, did_you_mean
-from ..record import SCHEMA, Record, git_commit, values_block, write_record
+from ..record import SCHEMA, Record, git_commit, loads_json, values_block, write_record
 from ..version import __version__
 from ..zoo.storage import Zoo
 from .run import NO_AUDIT, baselines_source_hash
@@ -25,7 +25,7 @@ from .verify import cited_zoo
 def _raw(path: Path) -> dict[str, Any]:
     """A record file as JSON, whatever its schema (read_record refuses the old ones this module upgrades)."""
     try:
-        rec = json.loads(path.read_text())
+        rec = loads_json(path.read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise GenbenchError(f"cannot read result record {path}: {e}") from None
     if not isinstance(rec, dict) or not isinstance(rec.get("zoo"), dict) or "status" not in rec:
