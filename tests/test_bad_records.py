@@ -285,6 +285,13 @@ def test_records_are_parsed_by_orjson_as_json_parses_them_and_by_json_where_orjs
     got = loads_json(odd)
     assert np.isnan(got["a"]) and got["b"] == -np.inf and got["c"] == 123456789012345678901234567890
     assert got["d"] == [1.5e-300, "\u00e9"]
+    # what orjson alone reads otherwise, each in a record it would read: integers beyond 64 bits (as floats), a
+    # number beyond a double (an error), a lone surrogate (an error); and an integer orjson reads exactly
+    for text in ('{"n": 18446744073709551616}', '{"n": -9223372036854775809}', '[1, 100000000000000000000000000000]',
+                 '18446744073709551617', '{"x": 1e400}', '{"s": "\\ud800"}', '{"n": 9223372036854775807}',
+                 '{"small": 0.00012345678901234567, "big": 1.2345678901234567e+20, "hash": "1234567890123456789"}'):
+        ours, theirs = loads_json(text.encode()), json.loads(text)
+        assert ours == theirs and repr(ours) == repr(theirs), text
     for bad in (b'{"a": 1,}', b'{"a": "\xe9"}', b"[" * 100_000):
         with pytest.raises((ValueError, RecursionError)) as ours:
             loads_json(bad)
