@@ -109,3 +109,16 @@ def test_an_input_that_failed_on_every_model_is_the_all_missing_column_it_was_ma
     expected, _ = score_baselines(digits_zoo, values, measures=[*ENTRIES, "norm.param"], n_boot=50,
                                   only=("baseline.all_measures",))
     assert got["scores"]["values"] == pytest.approx(expected["baseline.all_measures"].values, rel=1e-12)
+
+
+@pytest.mark.parametrize("content, says", [(b'{"schema": ' + b"1" * 5000 + b"}", "Exceeds the limit"),
+                                           (b"[" * 5000 + b"]" * 5000, "maximum recursion depth exceeded"),
+                                           (b'{"a": "\xe9"}', "can't decode byte 0xe9")])
+def test_a_record_file_rescore_cannot_read_is_one_line_naming_it(tmp_path, content, says):
+    """An integer of thousands of digits, nesting deeper than Python's recursion, bytes that are not UTF-8."""
+    (tmp_path / "digits-mlp").mkdir()
+    bad = tmp_path / "digits-mlp" / "norm.fro_prod.json"
+    bad.write_bytes(content)
+    out = CliRunner().invoke(app, ["leaderboard", "rescore", "--results", str(tmp_path)])
+    assert isinstance(out.exception, GenbenchError), (out.exception, out.output)
+    assert str(out.exception).startswith(f"cannot read result record {bad}: ") and says in str(out.exception)

@@ -5,7 +5,6 @@ the provenance are kept; the provenance says when and by which genbench the scor
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ def _raw(path: Path) -> dict[str, Any]:
     """A record file as JSON, whatever its schema (read_record refuses the old ones this module upgrades)."""
     try:
         rec = loads_json(path.read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # not UTF-8, not JSON, an integer of thousands of digits
         raise GenbenchError(f"cannot read result record {path}: {e}") from None
     if not isinstance(rec, dict) or not isinstance(rec.get("zoo"), dict) or "status" not in rec:
         raise GenbenchError(f"{path} is not a genbench result record")
