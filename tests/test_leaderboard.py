@@ -129,6 +129,22 @@ def test_the_measured_width_of_a_terminal_table_is_its_printed_width(monkeypatch
     assert len(pairs) >= 3 and all(a == b for a, b in pairs), pairs
 
 
+def test_a_citation_with_a_tab_is_one_line_of_the_terminal_table_and_not_cut():
+    """Rich counts a tab as no cells, so a no-wrap cell holding one was cut with an ellipsis on any terminal."""
+    from rich.console import Console
+    from rich.table import Column, Table
+
+    from genbench.leaderboard.terminal import short_citation
+
+    assert short_citation("Doe\tand  Roe 2020. A title") == "Doe and Roe 2020"
+    assert short_citation("A\tcitation   without a year") == "A citation without a year"
+    t = Table(Column("citation", no_wrap=True))
+    t.add_row(short_citation("Doe\tet al. 2021, a title"))
+    out = Console(file=io.StringIO(), width=200, color_system=None)
+    out.print(t)
+    assert "Doe et al. 2021" in out.file.getvalue() and "\u2026" not in out.file.getvalue()
+
+
 @pytest.mark.parametrize("sort", ["cmi_pgdl", "sign_error_p90", "sign_error_mean"])
 def test_narrow_terminal_table_shows_a_sort_score_that_is_no_column_of_the_table(tmp_path, monkeypatch, sort):
     import genbench.cli as cli

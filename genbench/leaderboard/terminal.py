@@ -147,7 +147,8 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
 def short_citation(text: str) -> str:
     """A citation on one line of the terminal table: "Author YEAR", "Author and Other YEAR" or "Author et al. YEAR"
     when it starts with its authors and a year, else its first SHORT_CITATION characters; the page and the exports
-    keep it whole."""
+    keep it whole. Runs of whitespace (a tab, which a terminal cell would cut) are one space."""
+    text = " ".join(text.split())
     m = re.match(r"\s*([^()\d]{1,80}?)[\s,(]*((?:19|20)\d\d)\b", text)
     if m:
         authors = [a.strip() for a in re.split(r",| and | & ", m.group(1).replace(" et al.", ",,")) if a.strip()]
