@@ -876,8 +876,7 @@ def _per_model_fault(x: Any, where: str, n: int, *, numbers: bool = False, rows:
             return f"{at} is {json_kind(row)}, not a list"
         if len(row) != n:
             return f"{at} holds {len(row)} entries for the {n} models of values.model_id"
-        kinds = set(map(type, row))
-        if numbers and not (kinds <= {float, type(None)} or all(map(_number_or_null, row))):
+        if numbers and not (set(map(type, row)) <= {float, type(None)} or all(map(_number_or_null, row))):
             return f"{at} holds {json_kind(next(v for v in row if not _number_or_null(v)))}, not a number"
     return None
 

@@ -140,10 +140,10 @@ def _check_table(table: pd.DataFrame, source: str) -> None:
                             f"model with at least {' and '.join(REQUIRED_COLUMNS)} (train_acc - test_acc); rebuild "
                             "or re-download the zoo")
     ids = table["model_id"]
-    bad = ids[ids.isna()].index.tolist() or ids[ids.duplicated()].tolist()
-    if bad:
-        what = (f"no model_id in row {bad[0]}" if ids.isna().any()
-                else f"the model_id {plain_text(str(bad[0]))!r} on {int((ids == bad[0]).sum())} rows")
+    unnamed, repeated = ids.index[ids.isna()], ids[ids.duplicated()]
+    if len(unnamed) or len(repeated):
+        what = (f"no model_id in row {unnamed[0]}" if len(unnamed) else
+                f"the model_id {plain_text(str(repeated.iloc[0]))!r} on {int((ids == repeated.iloc[0]).sum())} rows")
         raise GenbenchError(f"{source} has {what}: each model needs its own id; rebuild or re-download the zoo")
     for col in FILE_COLUMNS:
         for v in table[col] if col in table else ():
