@@ -14,8 +14,8 @@ from genbench.leaderboard.export import leaderboard_table
 from genbench.leaderboard.standings import aggregate_table, rank_records
 from genbench.entries.run import failure_record, run_entry
 from genbench.leaderboard.columns import score_spec
-from genbench.record import load_records, read_record, write_record
-from genbench.entries.verify import verify_record
+from genbench.record import Record, load_records, read_record, write_record
+from genbench.entries.verify import misplaced, verify_record
 from helpers import parsed_command
 
 
@@ -196,6 +196,23 @@ def test_verify_reproduces_a_record_and_shows_what_differs_in_a_tampered_one(rec
     assert out.exit_code == 1 and "3 records: 1 reproduced, 1 does not reproduce, 1 cannot verify" in out.output
     assert "u.json: not JSON (" in " ".join(out.output.split())
     assert "evaluate digits-mlp: 100%|" in out.output  # the progress of its evaluation (minutes on a search measure)
+
+
+def test_verify_says_when_a_record_it_reproduces_lies_where_a_leaderboard_skips_it(records_dir, tmp_path):
+    """A record renamed inside its zoo's folder still reproduces, but the leaderboard of that folder skips it."""
+    path = records_dir / "digits-mlp" / "norm.params.json"
+    (tmp_path / "digits-mlp").mkdir()
+    renamed = tmp_path / "digits-mlp" / "best.json"
+    shutil.copy(path, renamed)
+    out = CliRunner().invoke(app, ["verify", str(renamed), str(path)])
+    said = " ".join(out.output.split())
+    assert out.exit_code == 0 and "2 records: 2 reproduced" in said
+    assert said.count("note: this file is the record of entry") == 1
+    place = f"whose place in the results folder is {tmp_path / 'digits-mlp' / 'norm.params.json'}"
+    assert "".join(place.split()) in "".join(out.output.split())  # a long path is wrapped anywhere
+    assert "rename it to norm.params.json" in said
+    assert misplaced(Record.read(path), path) is None  # at its place: nothing to say
+    assert misplaced(Record.read(renamed), tmp_path / "elsewhere.json") is None  # not in a zoo's folder
 
 
 def test_a_zoos_folder_given_as_results_is_told_to_name_the_folder_above(records_dir):

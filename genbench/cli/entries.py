@@ -191,8 +191,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
 
     A submission's record is re-made in the sandbox from SUBMISSIONS/NAME only, and every field but the timings
     is compared."""
-    from ..entries.verify import Verification, check_tolerances, verify_record
-    from ..record import record_files
+    from ..entries.verify import Verification, check_tolerances, misplaced, verify_record
+    from ..record import Record, record_files
 
     check_tolerances(rtol, atol)  # once, before any record
     limits = _limits(max_n_boot, max_budget_s)
@@ -204,6 +204,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="result record fil
                               scores_only=scores_only, limits=limits, progress=True)
         except GenbenchError as e:  # a file that is no record: said, and the others verified
             v = Verification(str(path), problems=[str(e)])
+        else:
+            v.notes += [why] if (why := misplaced(Record.read(path), path)) else []
         _print_notes(v)
         # numbers that differ, or only what kept them from being recomputed
         outcome = "reproduced" if v.ok else "does not reproduce" if v.differences else "cannot verify"

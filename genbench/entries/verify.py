@@ -370,6 +370,21 @@ def verify_public(path: str | Path, *, rtol: float = RTOL, atol: float = ATOL, d
     return v
 
 
+def misplaced(rec: Record, path: Path) -> str | None:
+    """Why a leaderboard would skip this file, when it sits in a zoo's folder of a results folder (a folder named
+    after the record's zoo) under another name than the record's: verify checks the record, not where it lies."""
+    if path.parent.name != rec.written_zoo_name:
+        return None
+    try:
+        where = record_path(rec, path.parent.parent)
+    except GenbenchError:  # a name that is no plain file name: verify_public says so
+        return None
+    if where.name == path.name:
+        return None
+    return (f"this file is the record of entry {excerpt(rec.name)}, whose place in the results folder is {where}: "
+            f"a leaderboard of that folder skips it where it is; rename it to {where.name}")
+
+
 def cannot_rerun(e: GenbenchError) -> str:
     """Why a record could not be made again here: the error's message, or, for trainings of its zoo that are not
     built, that they are needed and how to build them (not run's advice to score on fewer)."""
