@@ -329,7 +329,7 @@ class Record(Mapping[str, Any]):
     @property
     def baseline(self) -> bool:
         """Whether the entry is a baseline row (baseline.hparams, ...): ranked among the measures for comparison,
-        but given no rank number and left out of the mean rank."""
+        but given no rank number (across zoos, its place among the measures stands for a mean rank)."""
         return self.data.get("baseline") is True
 
     @property

@@ -798,8 +798,8 @@ def test_terminal_marks_the_baseline_hides_never_valued_columns_and_footnotes_re
                                                                               "small_noise"]
     assert "group: entries whose paired 95% bootstrap interval of the k-fold R^2 difference with the group's " \
            "leader contains 0" in text
-    assert "a measure below baseline.hparams adds nothing the training recipe did not say" in text
-    assert text.count("adds nothing the training recipe") == 1  # said once
+    assert "a measure below baseline.hparams predicts the gap worse than the training recipe alone" in text
+    assert text.count("worse than the training recipe alone") == 1  # said once
     if width == 200:
         assert "sign-err" not in out.output.split("not shown")[0]  # no column for a score never valued here
         assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error: none of" in text
@@ -822,7 +822,7 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     assert got.loc["small_noise", "aliases"] == "small_noise_copy"
     assert pd.isna(got.loc["large_noise", "adj_r2"]) and got.loc["large_noise", "adj_r2_refused"] == ADJ_REFUSAL
     assert pd.isna(got.loc["small_noise", "adj_r2_lo"])  # an interval only where one exists
-    assert "adds nothing the training recipe did not say" in out.stderr
+    assert "predicts the gap worse than the training recipe alone" in out.stderr
     rows = json.loads(runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "json"]).stdout)
     assert [r["baseline"] for r in rows] == [False, False, True] and rows[2]["rank"] is None
     md = runner.invoke(app, ["leaderboard", "--results", str(view_dir), "--format", "markdown"]).stdout
@@ -835,7 +835,7 @@ def test_exports_mark_baselines_and_aliases_and_keep_refusals_apart_from_numbers
     assert "\u2014[1]" in row["large_noise"] and f"\u2014[1] refused: {ADJ_REFUSAL}" in md
     assert "not shown (sign-error (worst)): no entry has a value on this zoo; robust sign-error" in md
     assert "group: entries whose paired 95% bootstrap interval of the k-fold R^2 difference" in md
-    assert md.count("adds nothing the training recipe did not say") == 1
+    assert md.count("predicts the gap worse than the training recipe alone") == 1
 
 
 # ---------------------------------------------------------------- one set of labels, whole text, one naming rule

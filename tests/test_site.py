@@ -327,9 +327,9 @@ def test_index_marks_baselines_states_the_group_rule_hides_empty_columns_and_mar
     assert "baseline" in base.get_attribute("class").split()
     assert base.find_elements(By.TAG_NAME, "td")[1].text.isdigit()  # but it takes part in the groups
     mark = base.find_element(By.CSS_SELECTOR, ".badge-baseline")
-    assert mark.text == "baseline" and "adds nothing the training recipe did not say" in mark.get_attribute("title")
+    assert mark.text == "baseline" and "predicts the gap worse than the training recipe alone" in mark.get_attribute("title")
     note = driver.find_element(By.ID, "baseline-note").text
-    assert "a measure below baseline.hparams adds nothing the training recipe did not say" in note
+    assert "a measure below baseline.hparams predicts the gap worse than the training recipe alone" in note
     caption = driver.find_element(By.ID, f"table-{ZOO1}-note").text  # the table's note, below it
     assert ("group: entries whose paired 95% bootstrap interval of the k-fold R\u00b2 difference with the group's "
             "leader contains 0") in caption
@@ -372,7 +372,7 @@ def test_entry_page_shows_spread_transform_signed_cmi_aliases_refusals_and_missi
     assert "refused" in adj.text and "0.5" not in adj.text
 
     load(driver, (entries / "baseline.hparams.html").as_uri())
-    assert "adds nothing the training recipe did not say" in driver.find_element(By.ID, "baseline").text
+    assert "predicts the gap worse than the training recipe alone" in driver.find_element(By.ID, "baseline").text
     assert "none (a baseline row)" in driver.find_element(By.ID, "record").text
 
 

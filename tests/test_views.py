@@ -79,10 +79,14 @@ def test_default_view_is_the_official_zoos_and_fits_a_screen(monkeypatch, tmp_pa
     rows = [line for line in lines if line.startswith("margin.sf_log ")]
     assert len(rows) == 1 and re.search(r" db .* db ", rows[0])  # both zoos' fragility on its one line
     assert "fragile-value =" not in out.output  # the long legend only with --explain
+    assert "--explain says what each means" in out.output
     long = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--explain"], 200, tmp_path)
-    assert "fragile-value = its value moves" in long.output
+    assert "fragile-value = its value moves" in long.output and "--explain says" not in long.output
+    assert long.output.startswith(out.output.split("fragility (audited")[0])  # the same view, the long legend added
+    assert "mean: mean of the per-zoo ranks" in " ".join(long.output.split())
     every = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--all"], 200, tmp_path)
     assert all(f"{z}" in every.output for z in ZOOS) and len(every.output.splitlines()) > 200
+    assert "fragile-value = its value moves" in every.output and "--explain says" not in every.output
 
 
 def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):

@@ -32,8 +32,9 @@ def leaderboard_cmd(ctx: typer.Context,
                     every: bool = typer.Option(False, "--all", help="every zoo's full table, official or not"),
                     mine: bool = typer.Option(False, "--mine", help="only your own (local) records, ranked among "
                                               "all"),
-                    explain: bool = typer.Option(False, "--explain", help="the long legend: what groups, baselines, "
-                                                 "claims and fragility labels mean"),
+                    explain: bool = typer.Option(False, "--explain", help="the long legend under the view: what "
+                                                 "groups, baselines, claims and fragility labels mean (--all and "
+                                                 "--zoo always print it)"),
                     sort: str = typer.Option(DEFAULT_SORT, help="score to rank by, e.g. kfold_r2, adj_r2, tau, psi"),
                     fmt: Optional[str] = typer.Option(None, "--format", help="table, csv, json or markdown "
                                                       "(default: table, none with --html)"),
@@ -79,8 +80,8 @@ def leaderboard_cmd(ctx: typer.Context,
         notes.aliases = alias_notes([r for r in ranked if r.local], records)  # of the rows shown
     official = [z for z in OFFICIAL_ZOOS if not table.empty and (table["zoo"] == z).any()]
     if fmt == "table":
-        if official and not (zoo or every or mine or explain):
-            official_view(console, table, ranked, sort, notes, official)
+        if official and not (zoo or every or mine):
+            official_view(console, table, ranked, sort, notes, official, explain=explain)
             others = [str(z) for z in dict.fromkeys(table["zoo"]) if z not in official]
             if others:
                 local = table[table["local"].astype(bool) & table["zoo"].isin(others)]

@@ -11,8 +11,9 @@ HEADLINE = tuple(s.name for s in SCORES if s.headline)  # a submission's summary
 EXPORTED = tuple(n for n in SCORE_NAMES if n in SHOWN or n in ("mse", "kfold_r2_free"))  # csv/json, with intervals
 _BY_NAME = {s.name: s for s in SCORES}
 BASELINE_NOTE = ("a baseline row is a reference predictor, not a measure: it takes part in the rank groups but gets "
-                 "no rank number and no mean rank; a measure below baseline.hparams adds nothing the training recipe "
-                 "did not say")
+                 "no rank number (across zoos, its mean is its place among the measures, not a rank); a measure "
+                 "below baseline.hparams predicts the gap worse than the training recipe alone, and what it adds to "
+                 "the recipe is its delta R^2")
 
 
 def score_spec(name: str) -> Score:

@@ -84,7 +84,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
     else:
         say(console, SHORT_LEGEND + ("; group: " + notes.group.split(": ", 1)[-1] if notes.group else ""))
     if notes.audited:
-        say(console, fragility_key(table))
+        say(console, fragility_key(table, hint=not explain))
     if explain and "submission" in table and table["submission"].astype(bool).any():
         say(console, NAMING)
     if "claim" in table and (table["claim"] == AGAINST).any():
@@ -323,12 +323,13 @@ def fragility_cell(text: str) -> str:
     return fragility_code(text) + (f"; {rest}" if rest else "")
 
 
-def fragility_key(rows: pd.DataFrame) -> str:
-    """The key of the fragility codes under a table of `rows`, naming the zoo(s) their audits ran on."""
+def fragility_key(rows: pd.DataFrame, *, hint: bool = True) -> str:
+    """The key of the fragility codes under a table of `rows`, naming the zoo(s) their audits ran on; `hint`: where
+    the long legend is not printed, how to get it."""
     audit_zoos = sorted({str(a) for a in rows.get("audit_zoo", ()) if a})
     on = f" (audited on {', '.join(audit_zoos)})" if audit_zoos else ""
     return (f"fragility{on}: ok robust, fv fragile-value, ft fragile-trend, fs fragile-scale, db data-blind, "
-            "? inconclusive, - not audited; --explain says what each means")
+            "? inconclusive, - not audited" + ("; --explain says what each means" if hint else ""))
 
 
 SHORT_LEGEND = ("rank: by k-fold R^2 on each zoo, 1 = best (=N: tied, the same score; base: a baseline row, a "
@@ -337,11 +338,11 @@ SHORT_LEGEND = ("rank: by k-fold R^2 on each zoo, 1 = best (=N: tied, the same s
 
 
 def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
-                  zoos: Sequence[str]) -> None:
+                  zoos: Sequence[str], *, explain: bool = False) -> None:
     """The official zoos at a glance: each zoo's verdict, then one table with a row per entry (best mean rank first)
     and, per zoo, its rank, ranking score, what it adds to the recipe and its fragility on one line; the entries
-    that failed, a short legend once. As many columns as fit the console: intervals, then the adds, then the
-    fragility go first, and a caption says so."""
+    that failed, a short legend once (`explain`: then the long one). As many columns as fit the console:
+    intervals, then the adds, then the fragility go first, and a caption says so."""
     for z in zoos:
         if z in notes.verdicts:
             say(console, f"{z}: {notes.verdicts[z]}")
@@ -418,7 +419,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
                 indent=2)
     say(console, SHORT_LEGEND)
     if shape[2]:
-        say(console, fragility_key(table[table["zoo"].isin(zoos)]))
+        say(console, fragility_key(table[table["zoo"].isin(zoos)], hint=not explain))
     marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
         else []
     marks += [f"{LOCAL_MARK.strip()}: local, your own unverified record"] if table["local"].any() else []
@@ -426,3 +427,6 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
         if "provisional" in table and table["provisional"].astype(bool).any() else []
     if marks:
         say(console, "; ".join(marks))
+    if explain:
+        say(console, f"mean: {AGGREGATE_RULE}")
+        print_notes(notes, console)
