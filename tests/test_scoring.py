@@ -466,11 +466,27 @@ def test_keep_honest_gives_intervals_refuses_estimates_outside_them_and_notes_de
 
 
 def test_a_constant_measure_gets_no_tau_interval_and_says_so(zoo):
+    from genbench.leaderboard.export import claim_text
+    from genbench.leaderboard.verdict import direction_text
+    from genbench.record import Record
+
     y = gap_of(zoo)
-    s = score(values_of(zoo, np.ones_like(y)), zoo, n_boot=N_BOOT)["test.m"]
+    scores = score(values_of(zoo, np.full_like(y, 2.5)), zoo, n_boot=N_BOOT)
+    s = scores["test.m"]
     assert s.tau == 0.0 and "tau" not in s.intervals
     assert any(n.startswith("Kendall \u03c4: no interval") for n in s.notes)
+    assert "the measure takes one value on every model (2.5): it cannot tell them apart" in " ".join(s.notes)
     assert_honest(s)
+    # neither as claimed nor against it: no direction at all, in every view
+    assert s.direction["slope"] == 0 and s.direction["against"] is False
+    assert " flat " in repr(scores).splitlines()[-1] + " " and "as claimed" not in repr(scores)
+    rec = Record({"kind": "scalar", "scores": {"values": dict(s.values), "direction": dict(s.direction)}})
+    assert direction_text(rec).startswith("direction: none observed: its free slope and Kendall \u03c4 are 0")
+    assert claim_text(rec) == "flat (no direction)"
+    varied = score(values_of(zoo, y + 0.01 * np.arange(len(y))), zoo, n_boot=N_BOOT)["test.m"]
+    assert "one value on every model" not in " ".join(varied.notes)
+    rec = Record({"kind": "scalar", "scores": {"values": dict(varied.values), "direction": dict(varied.direction)}})
+    assert direction_text(rec).startswith("direction: as claimed") and claim_text(rec) == "as claimed"
 
 
 def test_every_interval_holds_its_estimate_for_measures_of_all_qualities(zoo):

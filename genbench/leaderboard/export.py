@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import GenbenchError
 from ..record import Record, finite
-from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES
+from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES, is_flat
 from .columns import BASELINE_NOTE, EXPORTED, FRAGILITY_LEGEND, SHOWN, WITH_INTERVAL, score_spec
 from .format import BASELINE_RANK, DIGITS, TEXT_FORMATS, Footnotes, rank_text, score_cell
 from .standings import by_zoo, empty_scores, group_rule, hidden_lines, partial_note, rank_records, zoo_title
@@ -121,7 +121,7 @@ def leaderboard_table(records: Iterable[Mapping[str, Any]], sort: str = DEFAULT_
     """One row per shown record, in ranking order: zoo, rank (none for a baseline), rank group, entry (the
     measure), submission (its folder, for a submitted entry), baseline, aliases (the equivalent entries it stands
     for), kind, status, local (the user's own, unverified record), scores with intervals and refusals (the exported
-    ones and the sort score), claim (against its claim, as claimed, no claim), verdict, citation, failure, and a note on a record made on a partial zoo (also in its
+    ones and the sort score), claim (against its claim, as claimed, flat (no direction), no claim), verdict, citation, failure, and a note on a record made on a partial zoo (also in its
     fragility text, which every view shows). `ranked`: already ranked."""
     keys = [k for k in SCORE_NAMES if k in EXPORTED or k == sort]
     records = list(records)
@@ -169,7 +169,9 @@ def claim_text(r: Record) -> str:
         return ""
     if d.get("claim") is None:
         return "no claim"
-    return AGAINST if r.against_claim else "as claimed"  # over trainings: on most of them (Record.against_claim)
+    if r.against_claim:  # over trainings: on most of them (Record.against_claim)
+        return AGAINST
+    return "flat (no direction)" if is_flat(d) else "as claimed"
 
 
 def rank_cell(row: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import GenbenchError
 from ..record import Record, private_block, private_score
 from ..scoring.resample import percentile_interval
+from ..scoring.spec import is_flat
 from .format import DIGITS, interval, number, rank_text
 from .standings import _heldout_array, _check_pairable, by_zoo, paired_draws
 
@@ -312,4 +313,7 @@ def direction_text(rec: Record) -> str:
         return (f"AGAINST ITS CLAIM: it declares {d['claim']}, but its free slope is {slope} and its Kendall \u03c4 "
                 f"{number(tau, digits=DIGITS)}; its ranking k-fold R\u00b2 holds the slope to the claim (free fit: "
                 f"{free})")
+    if is_flat(d):
+        return (f"direction: none observed: its free slope and Kendall \u03c4 are 0 (its values do not order the "
+                f"models), so its claim ({d['claim']}) is not borne out")
     return f"direction: as claimed ({d['claim']}; Kendall \u03c4 {number(tau, digits=DIGITS)})"

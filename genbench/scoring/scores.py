@@ -26,7 +26,7 @@ from .recipe import ALPHAS, RecipePlus, hparam_design, recipe_features, with_rec
 from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
                          bootstrap_adj_r2, cross_validate, enough_models)
 from .resample import percentile_interval, pooled_scores, resample_weights
-from .spec import REGRESSION, SCORE_NAMES, MeasureScores, score_label
+from .spec import REGRESSION, SCORE_NAMES, MeasureScores, is_flat, score_label
 
 TARGETS = ("gap", "test_acc")
 
@@ -61,10 +61,14 @@ class Scores:
             return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
 
         keys = ("kfold_r2", "delta_r2", "adj_r2", "tau", "cmi")
-        claim = {True: "AGAINST", False: "as claimed"}
+        def claim(d: dict) -> str:
+            if not d.get("claim"):
+                return "-"
+            return "AGAINST" if d.get("against") else "flat" if is_flat(d) else "as claimed"
+
         rows = [{"measure": s.measure, "phi": s.transform_used.get("all", s.transform or ""), "n": s.n,
                  **{score_label(k): cell(s, k) for k in keys},
-                 "claim": claim.get(s.direction.get("against"), "-") if s.direction.get("claim") else "-",
+                 "claim": claim(s.direction),
                  "notes": len(s.notes) + len(s.refused)}
                 for s in sorted(self, key=lambda s: -s.values.get("kfold_r2", -np.inf))]
         head = f"Scores on {self.zoo}, target {self.target}: {len(self)} measure(s), 95% paired bootstrap intervals"
@@ -126,6 +130,9 @@ def score_measure(name: str, x: np.ndarray, y: np.ndarray, hp: pd.DataFrame, ids
     if np.ptp(y) == 0:
         s.notes.append(f"the target {target!r} is constant over these models: no score is defined")
         return s
+    if kind == "scalar" and estimator is None and x.shape[1] == 1 and np.ptp(x[:, 0]) == 0:
+        s.notes.append(f"the measure takes one value on every model ({x[0, 0]:.6g}): it cannot tell them apart, and "
+                       "every score is that of predicting the mean gap")
     claim = _direction(kind, higher_means, estimator, target)
     held = claim if kind == "scalar" and estimator is None else None
     cv = _add_regression(s, x, y, weights, k=k, repeats=repeats, estimator=estimator, direction=held)

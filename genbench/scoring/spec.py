@@ -3,6 +3,7 @@ scores as records store it. Plain Python, so that records and the leaderboard re
 scikit-learn; scores.py computes the numbers."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,3 +135,9 @@ class MeasureScores:
 
 
 _NOT_STORED = ("predictions", "heldout", "samples")  # the record keeps predictions in its values block
+
+
+def is_flat(direction: Any) -> bool:
+    """Whether a direction check (scores.direction) found no direction at all: free slope and Kendall tau both 0,
+    a measure that does not order the models, neither as claimed nor against its claim."""
+    return isinstance(direction, Mapping) and direction.get("slope") == 0 and direction.get("tau") == 0
