@@ -8,6 +8,7 @@ the table, so no model is trained and the file runs in seconds."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -428,6 +429,33 @@ def test_a_planted_adjusted_r2_outside_its_own_bootstrap_interval_is_refused_end
                                    f"[{lo:.3g}, {hi:.3g}]: the resamples do not support it")
     assert "kfold_r2" in s.values and "kfold_r2" in s.intervals  # the honest scores of the same fit stay
     assert_honest(s)
+
+
+def test_a_refusal_prints_the_estimate_apart_from_the_bound_it_misses():
+    """3 significant digits printed -0.00467 outside [-0.00467, 0.0184]: as many as it takes to tell them apart."""
+    from genbench.scoring.resample import outside_text
+    from genbench.scoring.trainings import combine_scores
+
+    assert outside_text(0.0706, 0.0, 0.0518) == ("0.0706", "0", "0.0518")  # 3 digits where they suffice
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        lo = rng.normal() * 10.0 ** rng.integers(-6, 3)
+        hi = lo + abs(rng.normal()) * 10.0 ** rng.integers(-6, 3)
+        below = bool(rng.integers(2))
+        gap = (abs(lo) if below else abs(hi)) * 10.0 ** -float(rng.integers(2, 14)) + 1e-300
+        v = lo - gap if below else hi + gap
+        vs, los, his = outside_text(v, lo, hi)
+        assert (float(vs) < float(los)) if below else (float(vs) > float(his)), (v, lo, hi, vs, los, his)
+        digits = max(3, *(len(t.lstrip("-").replace(".", "").split("e")[0].lstrip("0")) for t in (vs, los, his)))
+        assert los == f"{lo:.{digits}g}" and his == f"{hi:.{digits}g}"  # one precision for the three
+        if f"{v:.3g}" not in (f"{lo:.3g}", f"{hi:.3g}"):
+            assert (vs, los, his) == (f"{v:.3g}", f"{lo:.3g}", f"{hi:.3g}")
+    # over trainings: one training whose resampled scores put the interval's lower end at -0.0046725
+    draws = np.linspace((-0.0046725 - 0.025 * 0.0184) / 0.975, 0.0184, 1001)[None, :]
+    mean, iv, why = combine_scores([-0.00467289], draws, np.zeros((1001, 1), int))
+    said = re.fullmatch(r"the mean (\S+) over the trainings lies outside its own 95% interval \[(\S+), (\S+)\]: the "
+                        r"resamples do not support it", why)
+    assert iv is None and said and float(said[1]) < float(said[2]) and said[2] != f"{-0.0046725:.3g}"
 
 
 def _hand_made(value, samples, key="kfold_r2"):

@@ -57,6 +57,16 @@ def pooled_scores(y: np.ndarray, heldout: np.ndarray, weights: np.ndarray | None
     return (r2[0], mse[0]) if single else (r2, mse)
 
 
+def outside_text(estimate: float, lo: float, hi: float) -> tuple[str, str, str]:
+    """An estimate and the interval it lies outside, as a refusal says them: 3 significant digits, more where 3
+    would print the estimate as the bound it misses."""
+    for digits in range(3, 18):
+        v, a, b = (f"{x:.{digits}g}" for x in (estimate, lo, hi))
+        if (v != a or estimate == lo) and (v != b or estimate == hi):
+            break
+    return v, a, b
+
+
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float] | None:
     """The central `level` percentile interval of the finite samples; None when fewer than MIN_RESAMPLES are finite
     or the distribution is degenerate (every resample gives the same value: no interval to show)."""

@@ -25,7 +25,7 @@ from . import rank
 from .recipe import ALPHAS, RecipePlus, hparam_design, recipe_features, with_recipe
 from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
                          bootstrap_adj_r2, cross_validate, enough_models)
-from .resample import percentile_interval, pooled_scores, resample_weights
+from .resample import outside_text, percentile_interval, pooled_scores, resample_weights
 from .spec import REGRESSION, SCORE_NAMES, MeasureScores, is_flat, score_label
 
 TARGETS = ("gap", "test_acc")
@@ -327,8 +327,9 @@ def _keep_honest(s: MeasureScores) -> None:
         if iv is None:
             s.notes.append(f"{score_label(key)}: no interval (the resampled values are degenerate or too few)")
         elif not iv[0] - 1e-12 <= v <= iv[1] + 1e-12:
-            _refuse(s, (key,), f"the estimate {v:.3g} lies outside its own 95% bootstrap interval "
-                               f"[{iv[0]:.3g}, {iv[1]:.3g}]: the resamples do not support it")
+            v, lo, hi = outside_text(v, *iv)
+            _refuse(s, (key,), f"the estimate {v} lies outside its own 95% bootstrap interval [{lo}, {hi}]: the "
+                               "resamples do not support it")
         else:
             s.intervals[key] = iv
 

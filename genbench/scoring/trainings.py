@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .resample import percentile_interval
+from .resample import outside_text, percentile_interval
 
 VERDICTS = ("beats_recipe", "adds_to_recipe", "against_claim")  # the keys of a record's scores.verdicts
 METHOD = ("mean over trainings; 95% interval: two-stage bootstrap (each draw resamples the grid's models, the same on "
@@ -52,8 +52,9 @@ def combine_scores(points: Sequence[float], draws: np.ndarray, picks: np.ndarray
     mean = float(p.mean())
     iv = percentile_interval(combine_draws(draws, picks))
     if iv is not None and not iv[0] - 1e-12 <= mean <= iv[1] + 1e-12:
-        return mean, None, (f"the mean {mean:.3g} over the trainings lies outside its own 95% interval "
-                            f"[{iv[0]:.3g}, {iv[1]:.3g}]: the resamples do not support it")
+        shown, lo, hi = outside_text(mean, *iv)
+        return mean, None, (f"the mean {shown} over the trainings lies outside its own 95% interval [{lo}, {hi}]: "
+                            "the resamples do not support it")
     return mean, iv, None
 
 
