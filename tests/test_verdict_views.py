@@ -107,6 +107,25 @@ def test_a_delta_without_an_interval_is_said_undecided_not_a_crash():
     assert any(line.startswith("may or may not add to the recipe (0.080") for line in lines)
 
 
+@pytest.mark.parametrize("lo, adds, shown", [(0.0002, True, "[0.0002, 0.007]"), (-0.0001, False, "[-0.0001, 0.007]"),
+                                              (0.0, False, "[0.000, 0.007]"), (0.0031, True, "[0.003, 0.007]")])
+def test_an_adds_interval_near_zero_shows_the_sign_that_decides_it(lo, adds, shown):
+    """At 3 decimals 0.0002 and -0.0001 both printed as 0.000: one end adds to the recipe and the other not."""
+    from genbench.leaderboard.format import interval
+
+    _, recs = _zoo(0.1, deltas={"m.best": 0.003})
+    best = next(r for r in recs if r["name"] == "m.best")
+    best["scores"]["intervals"]["delta_r2"] = [lo, 0.0071]
+    text = zoo_verdict("z", rank_records(recs)).sentence()
+    assert (f"adds 0.003 {shown} to it" if adds else f"adds nothing to it (0.003 {shown})") in text
+    rng = np.random.default_rng(0)
+    for e in rng.normal(size=500) * 10.0 ** rng.integers(-9, 1, size=500):
+        end = interval(e, 1.0, digits=3)[1:].split(",")[0]
+        assert np.sign(float(end)) == np.sign(e) and abs(float(end) - e) <= 0.5 * 10.0 ** -max(
+            3, len(end.split(".")[1])) + 1e-15
+        assert len(end.split(".")[1]) == 3 or f"{e:.3f}" in ("0.000", "-0.000")  # more decimals only near 0
+
+
 def test_without_a_recipe_record_the_sentence_says_so():
     _, recs = _zoo(0.1)
     recs = [r for r in recs if not r["baseline"]]
