@@ -215,6 +215,18 @@ def test_verify_says_when_a_record_it_reproduces_lies_where_a_leaderboard_skips_
     assert misplaced(Record.read(renamed), tmp_path / "elsewhere.json") is None  # not in a zoo's folder
 
 
+def test_leaderboard_run_says_once_why_its_records_are_not_audited(digits_zoo, tmp_path):
+    """The audit zoo not built here: the first record's line says why and how to build it, the next refer to it."""
+    out = CliRunner().invoke(app, ["leaderboard", "run", "norm.params", "norm.fro_prod", "--zoo", "digits-mlp",
+                                   "--audit-zoo", "mnist1d-fragility", "--n-boot", "20", "--no-baselines",
+                                   "--results", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    assert "norm.params: ok, k-fold R2" in said and "not audited (no fragility audit on mnist1d-fragility: " in said
+    assert "genbench zoo build mnist1d-fragility" in said
+    assert said.count("no fragility audit on") == 1 and "not audited (as above) ->" in said
+
+
 def test_a_zoos_folder_given_as_results_is_told_to_name_the_folder_above(records_dir):
     out = CliRunner().invoke(app, ["leaderboard", "--results", str(records_dir / "digits-mlp")])
     said = " ".join(str(out.exception).split())

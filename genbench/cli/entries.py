@@ -20,6 +20,7 @@ from .zoo import report_push
 
 if TYPE_CHECKING:
     from ..entries.verify import Limits, Verification
+    from ..record import Record
     from ..zoo.storage import Zoo
 
 # what a record may ask verify for: its own values, bounded by these (a record names what to re-run, not what to spend)
@@ -80,18 +81,32 @@ def leaderboard_run(measures: list[str] = typer.Argument(..., help="built-in mea
     for z, loaded in zoos.items():  # every zoo (and training) checked before the first record is computed
         loaded.require_complete(allow_partial=allow_partial)
         counts[z] = len(training_zoos(loaded, default_trainings(loaded) if trainings is None else trainings))
+    said: set[str] = set()  # why an audit could not run: said in full once, then referred to
     for z, loaded in zoos.items():
         for name in tqdm(names, desc=f"records on {z}", unit="entry"):  # each record says the command that remakes it
             rec = Record(run_entry(name, loaded, audit_zoo=audit_zoo, device=device, n_boot=n_boot,
                                    allow_partial=allow_partial, trainings=counts[z], progress=True))
             path = write_record_safely(rec, results, say=warn)
             note = f", {partial_note(rec)}" if not rec.zoo_complete else ""
+            verdict = rec.verdict or _unaudited(rec, said)
             with tqdm.external_write_mode():  # the line on its own, the bar drawn again below it
                 console.print(f"{z} {name}: {rec.status}, k-fold R2 {number(rec.score('kfold_r2'))}, "
-                              f"{rec.verdict or 'not audited'}{note} -> {path}", markup=False, highlight=False)
+                              f"{verdict}{note} -> {path}", markup=False, highlight=False)
         if baselines:
             _write_baselines(loaded, results, device=device, n_boot=n_boot, allow_partial=allow_partial,
                              trainings=counts[z])
+
+
+def _unaudited(rec: Record, said: set[str]) -> str:
+    """'not audited', with why (the record's note: the audit zoo not built, and how to build it) the first time."""
+    from ..entries.run import NO_AUDIT
+    why = next((n for n in rec.notes if n.startswith(NO_AUDIT)), None)
+    if why is None or not rec.ok:
+        return "not audited"
+    if why in said:
+        return "not audited (as above)"
+    said.add(why)
+    return f"not audited ({plain_text(why, limit=1000)})"
 
 
 def _write_baselines(zoo: Zoo, results: Path | None, *, device: str | None, n_boot: int,
