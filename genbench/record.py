@@ -10,7 +10,7 @@ import platform
 import shlex
 import subprocess
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -1011,12 +1011,28 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
     return recs
 
 
+def _audited_twin(shown: Record, other: Record) -> bool:
+    """Whether `shown` is audited and holds the scores `other` holds, on the same zoo table: `other` (a built-in
+    run again without its audit zoo) says nothing more, and showing it would hide the audit."""
+    def scores(r: Record) -> tuple[Any, Any]:
+        return (r.scores.get("values"), ((r.data.get("trainings") or {}).get("combined") or {}).get("values"))
+    return shown.verdict is not None and shown.ok and other.ok and shown.table_sha256 == other.table_sha256 and \
+        scores(shown) == scores(other)
+
+
+def _some(names: Sequence[str], listed: int = 5) -> str:
+    """'the records of a, b and c', at most `listed` names and how many more."""
+    shown = ", ".join(names[:listed]) + (f" and {len(names) - listed} more" if len(names) > listed else "")
+    return f"the record{'s' if len(names) > 1 else ''} of {shown}"
+
+
 def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None = None, *,
                   say: Callable[[str, str], None] | None = None) -> list[Record]:
     """The records the leaderboard shows: those in each `results` folder, else those in the shipped folder (a
     checkout's leaderboard/results) and the user's ($GENBENCH_HOME/results). Records from any folder but the
     shipped one are marked local; an entry found in two folders is shown once: the later folder's record, unless
-    both are the same. `say(text, kind)` hears what is worth a word ('note' or 'warning'; default: warnings)."""
+    both are the same or the earlier one is audited and the later holds its scores without an audit (a built-in run
+    again where its audit zoo is not built). `say(text, kind)` hears what is worth a word ('note' or 'warning'; default: warnings)."""
     if say is None:
         def say(text: str, kind: str) -> None:
             warnings.warn(text, SkippedRecordWarning, stacklevel=3)
@@ -1031,16 +1047,30 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
                             f"{paths.results_dir()}")
     seen: dict[tuple[str, str], tuple[Record, Path, bool]] = {}
     skipped: list[str] = []  # files that are no readable record: reported once, never hiding the others
+    replaced: dict[tuple[str, Path, Path], list[str]] = {}  # per zoo and pair of folders: the entries replaced
+    kept: dict[tuple[str, Path], list[str]] = {}  # per zoo and folder: records not shown for an audited twin
     for folder in folders:
         local = shipped is None or Path(folder).resolve() != shipped.resolve()
         for rec in load_records(folder, skipped=skipped):
             key = (rec.zoo_name, rec.name)
             if key in seen and seen[key][0].data == rec.data:
                 continue  # the same record in both folders (added to the shipped one): shown once, as the first
+            if key in seen and rec.verdict is None and _audited_twin(seen[key][0], rec):
+                kept.setdefault((rec.zoo_name, Path(folder)), []).append(rec.name)
+                continue
             if key in seen:
-                say(f"note: {rec.name} on {rec.zoo_name}: showing the record in {folder}, not the one in "
-                    f"{seen[key][1]}", "note")
+                replaced.setdefault((rec.zoo_name, Path(folder), seen[key][1]), []).append(rec.name)
             seen[key] = (rec, Path(folder), local)
+    for (z, new, old), names in replaced.items():
+        if zoo is None or z == zoo:
+            verb = "replace those" if len(names) > 1 else "replaces the one"
+            say(f"note: on {z}, {_some(names)} in {new} {verb} in {old}", "note")
+    for (z, new), names in kept.items():
+        if zoo is None or z == zoo:
+            verb = ("have the scores of the audited records shown in their place (theirs are not audited)"
+                    if len(names) > 1 else "has the scores of the audited record shown in its place (it is not "
+                    "audited)")
+            say(f"note: on {z}, {_some(names)} in {new} {verb}", "note")
     for why in skipped:
         say(f"warning: {why}", "warning")
     records = [rec.with_local(local) for rec, _, local in seen.values() if zoo is None or rec.zoo_name == zoo]

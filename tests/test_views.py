@@ -3,10 +3,12 @@
 columns, and an unwritable GENBENCH_HOME refused before any work. Built from the shipped records (no zoo)."""
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -87,6 +89,36 @@ def test_default_view_is_the_official_zoos_and_fits_a_screen(monkeypatch, tmp_pa
     every = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--all"], 200, tmp_path)
     assert all(f"{z}" in every.output for z in ZOOS) and len(every.output.splitlines()) > 200
     assert "fragile-value = its value moves" in every.output and "--explain says" not in every.output
+
+
+def test_a_local_record_with_the_scores_of_an_audited_shipped_one_does_not_hide_its_audit(monkeypatch, tmp_path):
+    """A built-in run again where its audit zoo is not built holds the shipped scores without the audit: the shipped
+    record stays shown; a local record with other scores replaces it; one note per zoo says which, only for the zoo
+    shown."""
+    mine = tmp_path / "mine" / "mnist1d-demogen"
+    mine.mkdir(parents=True)
+    names = ("norm.fro_prod", "norm.fro_sum", "norm.params")
+    for name in names:
+        rec = json.loads((SHIPPED / "mnist1d-demogen" / f"{name}.json").read_text())
+        assert rec["audit"]["verdict"]  # the plant needs audited shipped records
+        rec["audit"] = None
+        if name == "norm.params":  # other scores: the user's own result, shown
+            rec["scores"]["values"]["kfold_r2"] += 1e-3
+        (mine / f"{name}.json").write_text(json.dumps(rec))
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(tmp_path / "mine"), "--zoo",
+                            "mnist1d-demogen", "--format", "csv"], 200, tmp_path)
+    assert out.exit_code == 0, out.output
+    got = pd.read_csv(io.StringIO(out.stdout)).set_index("entry")
+    assert not got.loc["norm.fro_prod", "local"] and got.loc["norm.fro_prod", "fragility"] != "not audited"
+    assert got.loc["norm.params", "local"] and got.loc["norm.params", "fragility"] == "not audited"
+    said = " ".join(out.stderr.split())
+    assert said.count("note: on mnist1d-demogen") == 2
+    assert (f"note: on mnist1d-demogen, the records of norm.fro_prod, norm.fro_sum in {tmp_path / 'mine'} have the "
+            "scores of the audited records shown in their place (theirs are not audited)") in said
+    assert f"note: on mnist1d-demogen, the record of norm.params in {tmp_path / 'mine'} replaces the one in " in said
+    other = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(tmp_path / "mine"), "--zoo",
+                              "demogen-nin-mnist1d", "--format", "csv"], 200, tmp_path)
+    assert other.exit_code == 0 and "mnist1d-demogen" not in other.stderr
 
 
 def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):
