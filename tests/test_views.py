@@ -130,14 +130,22 @@ def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):
     (mine / "mnist1d-demogen" / "my_entry.json").write_text(json.dumps(src))
     out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine), "--mine"], 200, tmp_path)
     assert out.exit_code == 0, out.output
-    entries = {line.split()[2] for line in out.output.splitlines() if line.split()[:1] and
+    entries = {line.split()[2] for line in out.output.split("across the")[0].splitlines() if line.split()[:1] and
                (line.split()[0].isdigit() or line.split()[0].startswith("="))}
     assert entries == {"my_entry"}
     assert "margin.h3 also:" not in out.output  # the notes are the rows shown's: no alias note of a shipped entry
     # a row of the mean ranks across zoos: entry, its marks (* local, ! against its claim ...), mean rank, zoos
     across = re.compile(r"^\s*(\S+)(?: [^\w\s(]+)*(?: \(base: mean place\))?\s+[\d.]+\s+\d+\s*$", re.M)
     assert not across.findall(out.output)  # the shipped entries' mean ranks are not the user's
-    assert "across the official zoos: none of your records is on one" in " ".join(out.output.split())
+    said = " ".join(out.output.split())
+    assert "across the official zoos: none of your records is on one, and no official zoo is built here" in said
+    assert all(f"{z}: `genbench zoo get {z}`" in said for z in OFFICIAL_ZOOS)  # not submit again, on the demo zoo
+    import genbench.entries.submit.zoos as zoos
+    monkeypatch.setattr(zoos, "official_built", lambda: ([OFFICIAL_ZOOS[0]], list(OFFICIAL_ZOOS[1:])))
+    said = " ".join(run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(mine), "--mine"],
+                        200, tmp_path).output.split())
+    assert f"`genbench submit FOLDER` without --zoo scores on the official zoos built here ({OFFICIAL_ZOOS[0]})" in said
+    assert f"official zoos not built here: {OFFICIAL_ZOOS[1]}: `genbench zoo get {OFFICIAL_ZOOS[1]}`" in said
     for z in OFFICIAL_ZOOS:  # a record of the user's on both official zoos: its mean rank, and only its
         rec = json.loads((SHIPPED / z / "margin.h1.json").read_text())
         rec.update(name="my_entry", measure="my_entry")

@@ -89,7 +89,7 @@ def leaderboard_cmd(ctx: typer.Context,
                     + (f"; {len(local)} of your local records are there: --mine" if len(local) else ""))
         else:
             print_leaderboard(console, table, ranked, sort, notes, explain=explain or every or bool(zoo),
-                              local_only=mine)
+                              local_only=mine, **({"off_official": _off_official()} if mine else {}))
     elif fmt is not None:
         sys.stdout.write(export_text(table, fmt, notes))
         if fmt != "markdown":  # csv and json are data: what they need said goes to stderr
@@ -99,6 +99,19 @@ def leaderboard_cmd(ctx: typer.Context,
 
         index = write_site(records, html, sort=sort, ablation=ablation_tables(records), progress=True)
         console.print(f"leaderboard page: {index}", markup=False, highlight=False)
+
+
+def _off_official() -> str:
+    """What --mine says when none of the user's records is on an official zoo: how to score there, and how to get
+    the official zoos not built here first (submit would otherwise score on the demo zoo again)."""
+    from ..entries.submit.zoos import missing_line, official_built
+    from ..leaderboard.terminal import MINE_OFF_OFFICIAL
+    built, missing = official_built()
+    if built:
+        return MINE_OFF_OFFICIAL + (f" ({', '.join(built)}); {missing_line(tuple(missing))}" if missing else "")
+    return (f"across the official zoos: none of your records is on one, and no official zoo is built here "
+            f"(`genbench submit FOLDER` would score on the demo zoo again); {missing_line(tuple(missing))}, then "
+            "`genbench submit FOLDER` scores on them")
 
 
 @leaderboard_app.command("private", epilog="Example: genbench leaderboard private "

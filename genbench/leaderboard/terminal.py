@@ -40,13 +40,19 @@ PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the offi
                "its trainings, without a rank group (its record's note names the commands that complete it)")
 
 
+MINE_OFF_OFFICIAL = ("across the official zoos: none of your records is on one; `genbench submit FOLDER` without "
+                     "--zoo scores on the official zoos built here")
+
+
 def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
-                      *, explain: bool = True, local_only: bool = False) -> None:
+                      *, explain: bool = True, local_only: bool = False, off_official: str = MINE_OFF_OFFICIAL
+                      ) -> None:
     """The ranked table of each zoo (every column on a wide terminal, the headline ones on a narrow one, with the
     same labels; none that no entry has a value for) with the user's own records marked local, baselines marked
     `base`, its notes and refusal footnotes, its failed records below it, the mean ranks across zoos when there
     are several, and once, the group rule, what a baseline is and how entries are named. Long text wraps: nothing
-    is cut. `local_only` (--mine): the mean ranks across zoos of the user's own records only."""
+    is cut. `local_only` (--mine): the mean ranks across zoos of the user's own records only (`off_official`: what
+    to say when none of them is on an official zoo)."""
     for z, part in table.groupby("zoo", sort=False):  # the rows' order: the ranking's zoo order
         failed, part = part[part["status"] != "ok"], part[part["status"] == "ok"]
         t, foot = zoo_table(console, str(z), part, sort, notes.hidden.get(str(z), {}))
@@ -66,8 +72,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
     if local_only and not agg.empty and agg["zoos"].max() > 1:  # ranked among all, shown: the user's own
         agg = agg[agg["local"].astype(bool)]
         if agg.empty:
-            say(console, "across the official zoos: none of your records is on one; `genbench submit FOLDER` "
-                "without --zoo scores on the official zoos built here")
+            say(console, off_official)
     if not agg.empty and agg["zoos"].max() > 1:  # complete official zoos only, as on the page
         names = {name: entry for (_, name), entry in entry_names(ranked).items()}
         t = Table("entry", "mean rank", "zoos", box=box.SIMPLE_HEAD, pad_edge=False,
