@@ -329,9 +329,13 @@ def test_zoo_list_shows_every_folder_with_its_state_and_info_says_partial(partia
     # recipes not built are listed too, with their role, their build time and the command that builds them
     assert rows["mnist1d-demogen"] == ("mnist1d-demogen demo not built ~2 min on 2 CPU cores: genbench zoo build "
                                        "mnist1d-demogen")
-    monkeypatch.setattr(cli.console, "width", 80)  # a narrow terminal: the commands wrap, none is cut short
+    monkeypatch.setattr(cli.console, "width", 80)  # a narrow terminal: the notes under the table, no word broken
     narrow = runner.invoke(cli.app, ["zoo", "list"])
     assert narrow.exit_code == 0 and "\u2026" not in narrow.output, narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    words = {w for line in narrow.output.splitlines() for w in line.replace("\u2502", " ").split()}
+    assert {"mnist1d-demogen", "`genbench", "digits-mlp`"} <= words  # whole, never folded mid-word
+    assert "mnist1d-demogen: ~2 min on 2 CPU cores: genbench zoo build mnist1d-demogen" in " ".join(narrow.output.split())
     result = runner.invoke(cli.app, ["zoo", "info", "digits-mlp"])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())

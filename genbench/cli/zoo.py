@@ -24,12 +24,27 @@ def zoo_list() -> None:
     own or imported) and state: complete, partial (N of M models), empty, broken (unreadable) or not built."""
     from rich.markup import escape
 
-    table = Table("name", "role", "state", "models", "note")
-    table.columns[0].no_wrap = True
-    table.columns[4].overflow = "fold"  # a command to copy is broken over lines, never cut short
-    for row in zoo_listing():
-        table.add_row(*(escape(v) for v in row))
-    console.print(table)
+    from ..leaderboard.terminal import width
+
+    rows = zoo_listing()
+
+    def build(notes: bool) -> Table:
+        table = Table("name", "role", "state", "models", *(["note"] if notes else []))
+        table.columns[0].no_wrap = True
+        if notes:
+            table.columns[4].no_wrap = True  # a command to copy stays on its line
+        for row in rows:
+            table.add_row(*(escape(v) for v in row[:5 if notes else 4]))
+        return table
+
+    table = build(notes=True)
+    if width(table) <= console.width:
+        console.print(table)
+        return
+    console.print(build(notes=False))  # a narrow terminal: each note on lines of its own, words kept whole
+    for name, *_, note in rows:
+        if note:
+            console.print(f"{name}: {note}", markup=False, highlight=False)
 
 
 def zoo_listing() -> list[tuple[str, str, str, str, str]]:
