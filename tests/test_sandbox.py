@@ -481,7 +481,8 @@ def test_verify_refuses_names_that_are_paths_and_runs_nothing(tmp_path, digits_z
            "provenance": {}, "scores": {"values": {}}}  # well-formed: only its names are wrong
     path = tmp_path / "r.json"
     for name, zoo, message in (("../../etc", "digits-mlp", "is not a submission folder's name"),
-                               ("nowhere", "digits-mlp", "no submission 'nowhere' in"),
+                               ("nowhere", "digits-mlp", "--submissions DIR names another trusted folder, the one "
+                                "that holds nowhere/"),
                                ("ok_name", "../../zoos/x", "is not a plain name; verify opens no such path")):
         (tmp_path / "subs" / "ok_name").mkdir(parents=True, exist_ok=True)
         (tmp_path / "subs" / "ok_name" / "measure.py").write_text("")

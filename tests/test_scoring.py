@@ -790,6 +790,9 @@ def test_scores_read_as_a_table_best_first(zoo):
     text = repr(s)
     lines = text.splitlines()
     assert lines[0].startswith(f"Scores on {s.zoo}, target gap: 2 measure(s)")
+    counts = [int(line.split()[-1]) for line in lines[2:4]]  # the notes column: a count, and where to read them
+    assert counts == [len(s[m].notes) + len(s[m].refused) for m in ("a.good", "b.noise")] and any(counts)
+    assert lines[-1] == "notes: how many notes and refusals a measure has; scores[NAME].notes and .refused say them"
     assert lines[2].split()[0] == "a.good" and lines[3].split()[0] == "b.noise"  # best k-fold R^2 first
     kf, (lo, hi) = s["a.good"].values["kfold_r2"], s["a.good"].intervals["kfold_r2"]
     assert f"{kf:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2]

@@ -386,7 +386,8 @@ def test_the_zoo_cannot_be_opened_from_the_measure_and_the_failure_says_why(tmp_
     assert "FAILED failed the conformance suite" in " ".join(result.output.split())
     last = " ".join(result.output.split()).rsplit("record: ", 1)[1]  # the last line says to fix the measure, not
     assert last.endswith(f"no record was scored: fix what the FAILED line above says, then run `genbench submit "
-                         f"{folder}` again"), last  # to submit it on the official zoos
+                         f"{folder} --zoo digits-mlp --no-audit --n-boot 20` again"), last  # to submit it on the
+    # official zoos, or to drop the zoo it was submitted on: the record's own command
     rec = json.loads((tmp_path / "r" / "digits-mlp" / "peek.json").read_text())
     assert rec["status"] == "failed" and "GenbenchError: unknown zoo 'digits-mlp'" in rec["failure"]
     assert rec["failure"].endswith("(on all 2 models checked)")

@@ -93,8 +93,10 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                       highlight=False)
     records = [Record.read(path) for path in paths]
     if paths and failed == len(paths):  # nothing to rank: what to do is to fix the measure, not to go elsewhere
+        again = (records[0].command if len(records) == 1 and records[0].command else
+                 f"genbench submit {folder}" + "".join(f" --zoo {z}" for z in zoo or ()))  # the same zoos again
         line = (f"no record was scored: fix what the FAILED line{'s' if failed > 1 else ''} above "
-                f"say{'' if failed > 1 else 's'}, then run `genbench submit {plain_text(folder, limit=None)}` again")
+                f"say{'' if failed > 1 else 's'}, then run `{plain_text(again, limit=None)}` again")
     else:
         line = official_verdict(sub.name, [r.zoo_name for r in records], ranked, folder)
     console.print(line, style="green" if line.startswith("official verdict: mean rank") else "yellow",

@@ -72,7 +72,9 @@ class Scores:
                  "notes": len(s.notes) + len(s.refused)}
                 for s in sorted(self, key=lambda s: -s.values.get("kfold_r2", -np.inf))]
         head = f"Scores on {self.zoo}, target {self.target}: {len(self)} measure(s), 95% paired bootstrap intervals"
-        return head + ("\n" + pd.DataFrame(rows).to_string(index=False) if rows else "")
+        foot = ("notes: how many notes and refusals a measure has; scores[NAME].notes and .refused say them"
+                if any(r["notes"] for r in rows) else "")
+        return head + ("\n" + pd.DataFrame(rows).to_string(index=False) if rows else "") + (f"\n{foot}" if foot else "")
 
     @property
     def table(self) -> pd.DataFrame:

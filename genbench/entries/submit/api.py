@@ -317,7 +317,8 @@ def rerun_record(rec: Record, zoo: Zoo, submissions: str | Path | None = None, d
         raise GenbenchError(f"no submission {name!r} in {root} " + ("(it is a symbolic link: verify re-runs a "
                             "submission only from a real folder)" if link else f"(a folder {name}/ with measure.py, "
                             "inside it)") + ": verify re-runs a submission only from the trusted submissions folder, "
-                            "never from a path a record names")
+                            "never from a path a record names; --submissions DIR names another trusted folder, the one "
+                            f"that holds {name}/")
     sub = load_submission(folder)  # a linked submission.yaml or measure.py is refused there
     settings = settings if settings is not None else trusted_settings(rec)
     zoo.require_complete(allow_partial=settings["allow_partial"])
