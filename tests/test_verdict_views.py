@@ -211,6 +211,30 @@ def test_the_score_view_never_cuts_a_name_or_a_number_and_says_what_it_drops(tmp
     assert len(shared) <= 1 or all(not line.startswith("  b.against:") for line in shared)  # said once for both
 
 
+def test_the_score_view_says_a_note_every_measure_shares_once_for_all_of_them():
+    from genbench.leaderboard.terminal import print_scores
+    from genbench.scoring.scores import Scores
+    from genbench.scoring.spec import MeasureScores
+
+    def scored(name: str, notes: list[str]) -> MeasureScores:
+        s = MeasureScores(measure=name, kind="scalar", transform="linear", target="gap", n=50, dropped=0, features=1)
+        s.values["kfold_r2"], s.notes = 0.5, notes
+        return s
+
+    def said(names: tuple[str, ...], alone: bool) -> str:
+        items = {n: scored(n, ["shared note"]) for n in names}
+        if alone:
+            items["m.z"] = scored("m.z", ["its own note"])
+        out = Console(file=io.StringIO(), width=200, color_system=None)
+        print_scores(out, Scores("z", "gap", items), "z", "gap")
+        return " ".join(out.file.getvalue().split())
+
+    assert "m.a, m.b, m.c: shared note" in said(("m.a", "m.b", "m.c"), alone=True)  # m.z does not share it
+    text = said(("m.a", "m.b", "m.c"), alone=False)
+    assert "all 3 measures: shared note" in text and "m.a, m.b" not in text
+    assert "m.a, m.b: shared note" in said(("m.a", "m.b"), alone=False)  # two are named
+
+
 def test_the_fragility_labels_get_a_legend_where_an_entry_is_audited():
     from genbench.leaderboard.columns import FRAGILITY_LEGEND
     from site_records import _audit

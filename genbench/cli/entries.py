@@ -149,8 +149,9 @@ def leaderboard_rescore(results: Optional[Path] = typer.Option(None, "--results"
                         zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo's records (default: all)"),
                         copy: Optional[str] = typer.Option(None, "--zoo-copy", help="a copy of the zoo the records "
                                                            "cite (default: the local build, else the Hub)")) -> None:
-    """Re-score records after the scoring changed (schema 2 to the current one): each record's scores recomputed
-    from its own per-model values on the zoo it cites, the measure not run again; audits and values are kept."""
+    """Re-score records after the scoring changed (every record, of the current schema or of schema 2, which is
+    upgraded): each record's scores recomputed from its own per-model values on the zoo it cites, the measure not
+    run again; audits and values are kept."""
     from ..entries.rescore import rescore_folder
     from ..paths import results_dir
 

@@ -239,7 +239,8 @@ def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> Non
         for note in s.notes:
             said.setdefault(note, []).append(s.measure)
     for note, names in said.items():
-        say(console, f"{', '.join(names)}: {note}", indent=2)
+        who = f"all {len(names)} measures" if len(names) == len(scores) > 2 else ", ".join(names)
+        say(console, f"{who}: {note}", indent=2)
     if any(s.direction.get("against") for s in scores):
         say(console, f"{AGAINST_MARK.strip()} after a measure: {AGAINST_NOTE}")
 
