@@ -431,6 +431,29 @@ def test_a_planted_adjusted_r2_outside_its_own_bootstrap_interval_is_refused_end
     assert_honest(s)
 
 
+def test_score_refuses_repeated_models_and_impossible_folds_and_says_when_models_are_missing(zoo):
+    """A value table concatenated twice counted every model twice (n 2N, narrower intervals); k=1 and k > n were
+    scikit-learn's errors; a table of some models was scored without a word; measures='name' read one letter."""
+    from genbench.errors import GenbenchError
+
+    y = gap_of(zoo)
+    vals = merged(values_of(zoo, y, name="a.one"), values_of(zoo, -y, name="b.two"))
+    with pytest.raises(GenbenchError, match=r"holds \d+ model id\(s\) more than once .*drop_duplicates"):
+        score(pd.concat([vals, vals.iloc[:5]]), zoo, n_boot=N_BOOT)
+    for k, says in ((1, "k must be at least 2"), (len(y) + 1, f"k={len(y) + 1} folds for {len(y)} models")):
+        with pytest.raises(GenbenchError, match=re.escape(says)):
+            score(vals, zoo, n_boot=N_BOOT, k=k)
+    assert [s.measure for s in score(vals, zoo, n_boot=N_BOOT, measures="b.two")] == ["b.two"]
+    assert [s.measure for s in score(vals, zoo, n_boot=N_BOOT, measures=["*.t*"])] == ["b.two"]
+    with pytest.raises(GenbenchError, match=r"no measure of the value table matches 'c\.\*'"):
+        score(vals, zoo, n_boot=N_BOOT, measures=["c.*"])
+    whole = score(vals, zoo, n_boot=N_BOOT)["a.one"]
+    some = score(vals.iloc[: len(y) // 2], zoo, n_boot=N_BOOT)["a.one"]
+    note = f"scored on the {len(y) // 2} of the zoo's {len(y)} models the value table has a row for"
+    assert some.n == len(y) // 2 and any(n.startswith(note) for n in some.notes)
+    assert not any("value table has a row for" in n for n in whole.notes)
+
+
 def test_a_refusal_prints_the_estimate_apart_from_the_bound_it_misses():
     """3 significant digits printed -0.00467 outside [-0.00467, 0.0184]: as many as it takes to tell them apart."""
     from genbench.scoring.resample import outside_text

@@ -345,7 +345,9 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     transform "declared" uses each measure's own phi (its `register_measure(transform=...)`); "log", "linear" or
     "select" force one. Every measure is judged on the same bootstrap resamples of the zoo's models (a function
     of the zoo's table hash and `seed`), so entries can be compared pairwise. A partial zoo (not every model of
-    its recipe built or downloaded) is refused unless `allow_partial`. Measures are scored side by side;
+    its recipe built or downloaded) is refused unless `allow_partial`; a value table without some of the zoo's
+    models is scored on the rest, with a note on every measure. `measures`: names or glob patterns of the table's
+    measures (default: all of them). Measures are scored side by side;
     `progress(name)` is called as each one is done, in the table's order. `resample_table`: the table hash whose
     resamples are drawn (a training of a grid is scored on training 0's, so that its trainings pair model for
     model); default the zoo's own."""
@@ -357,6 +359,8 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
                             f"model_id column); this one has no model_id column (columns {list(values.columns)[:8]})")
     for what, count in (("n_boot", n_boot), ("k", k), ("repeats", repeats)):
         check_count(what, count)
+    if k < 2:
+        raise GenbenchError(f"k must be at least 2 (the folds of k-fold cross-validation), got {k}")
     check_seed("seed", seed)
     if target not in TARGETS:
         raise GenbenchError(f"target must be one of {TARGETS}, got {target!r}")
@@ -366,7 +370,11 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     zoo.require_complete(allow_partial=allow_partial, flag="allow_partial=True")
     info = values.attrs.get("measures", {})
     values = sorted_values(values, zoo)
-    names = measures or list(info) or sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
+    if k > len(values):
+        raise GenbenchError(f"k={k} folds for {len(values)} models: k-fold cross-validation needs at most one fold "
+                            "per model (the default is 10)")
+    columns = sorted({c.split("[")[0].split(":")[0] for c in values.columns} - {"model_id"})
+    names = _measure_names(measures, columns) if measures else list(info) or columns
     weights = zoo_resamples(zoo, seed=seed, n_boot=n_boot, ids=values["model_id"], table_sha256=resample_table)
     recipes: dict[tuple[str, ...], Recipe | str] = {}
     jobs = {}
@@ -390,7 +398,27 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
             items[name] = s
             if progress is not None:
                 progress(name)
+    if len(values) < len(zoo.table):  # scores on some of the models: not those of the zoo (nor the leaderboard's)
+        for s in items.values():
+            s.notes.append(f"scored on the {len(values)} of the zoo's {len(zoo.table)} models the value table has "
+                           "a row for: not comparable with scores on the whole zoo")
     return Scores(zoo.name, target, items)
+
+
+def _measure_names(measures: Any, columns: list[str]) -> list[str]:
+    """The measures asked for: names or glob patterns ('norm.*') matched against the value table's columns; one
+    string is one name."""
+    import fnmatch
+    asked = [measures] if isinstance(measures, str) else measures
+    if not isinstance(asked, (list, tuple)) or not all(isinstance(m, str) for m in asked):
+        raise GenbenchError(f"measures takes a list of measure names or glob patterns, got {measures!r}")
+    names: list[str] = []
+    for m in asked:
+        found = fnmatch.filter(columns, m) if any(c in m for c in "*?[") else [m]
+        if not found:
+            raise GenbenchError(f"no measure of the value table matches {m!r}; its measures: {columns}")
+        names += [n for n in found if n not in names]
+    return names
 
 
 def _workers(jobs: int) -> int:
@@ -402,6 +430,11 @@ def _workers(jobs: int) -> int:
 def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:
     """The value table in model-id order (folds and resamples are assigned by position), checked against the zoo."""
     values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
+    repeated = values["model_id"][values["model_id"].duplicated()].unique()
+    if len(repeated):
+        raise GenbenchError(f"the value table holds {len(repeated)} model id(s) more than once (e.g. {repeated[0]!r}): "
+                            "one row per model, or a model would count twice; drop the repeats, e.g. "
+                            "pd.concat([a, b]).drop_duplicates('model_id')")
     known = set(zoo.table["model_id"])
     missing = [m for m in values["model_id"] if m not in known]
     if missing:
