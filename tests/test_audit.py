@@ -258,6 +258,25 @@ def test_learning_curve_slopes_and_their_standard_errors():
         assert c["beta_mu_base"] == pytest.approx(-0.7, abs=0.02)
 
 
+def test_audit_refuses_values_that_are_not_the_zoos_before_any_work(digits_zoo, tmp_path, monkeypatch):
+    """Values of another zoo gave a verdict on no value at all ('fragile-value; inconclusive: ...'); a path was an
+    AttributeError from inside."""
+    import importlib
+
+    from genbench.errors import GenbenchError
+    harness = importlib.import_module("genbench.harness.evaluate")
+    monkeypatch.setattr(harness, "evaluate", lambda *a, **k: pytest.fail("audit computed values"))
+    other = pd.DataFrame({"model_id": [f"elsewhere_{i}" for i in range(24)], "norm.params": 1.0})
+    with pytest.raises(GenbenchError, match=r"24 model id\(s\) of the value table are not in zoo 'digits-mlp' "
+                                            r"\(e\.g\. 'elsewhere_0'\): were the values computed on another zoo\?"):
+        gb.audit("norm.params", digits_zoo, values=other)
+    ours = pd.DataFrame({"model_id": digits_zoo.model_ids, "norm.params": 1.0})
+    with pytest.raises(GenbenchError, match=r"holds 1 model id\(s\) more than once"):
+        gb.audit("norm.params", digits_zoo, values=pd.concat([ours, ours.iloc[:1]]))
+    with pytest.raises(GenbenchError, match=r"audit takes a value table .*pd\.read_parquet\(PATH\)\), got str"):
+        gb.audit("norm.params", digits_zoo, values=str(tmp_path / "values.parquet"))
+
+
 def test_a_zoo_without_twins_or_curves_says_what_it_cannot_compute():
     rng = np.random.default_rng(0)
     t = pd.DataFrame([{"arm": BASE, "width": w, "label_noise": r, "seed": s, "err": 0.2 + r + rng.normal(0, .01),

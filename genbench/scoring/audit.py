@@ -21,7 +21,7 @@ from .audit_report import (LABELS, Check, Evidence, FragilityReport, Thresholds,
                            data_checks, lost_text, missing_parts, value_check, verdict_of)
 from .audit_stats import (BASE, CURVE_AXIS, DATA_AXIS, REPLICATE, cell_stats, critical, data_sensitivity,
                           learning_curves, twin_cells, value_change, value_form)
-from .scores import measure_matrix
+from .scores import check_ids, check_table_form, measure_matrix
 
 ALPHAS = (0.1, 10.0)
 MC_SUFFIX = ":mc_se"  # a value-table column `NAME:mc_se`: each model's Monte-Carlo standard error of the measure
@@ -244,6 +244,8 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     device = resolve_device(device)
     if values is None:
         values = evaluate([m], zoo, device=device, seed=seed, cache=cache, progress=progress, executor=executor)
+    check_table_form(values, "audit")
+    check_ids(values, zoo)  # values of another zoo gave a verdict on nothing
     table = zoo.table.copy()
     table["model_id"] = table["model_id"].astype(str)
     base_ids, anchors = _anchors(table)

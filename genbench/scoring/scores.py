@@ -351,12 +351,7 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     `progress(name)` is called as each one is done, in the table's order. `resample_table`: the table hash whose
     resamples are drawn (a training of a grid is scored on training 0's, so that its trainings pair model for
     model); default the zoo's own."""
-    if not isinstance(values, pd.DataFrame):
-        raise GenbenchError(f"score takes a value table (the DataFrame gb.evaluate returns), got "
-                            f"{type(values).__name__}")
-    if "model_id" not in values.columns:
-        raise GenbenchError("score takes a value table (the DataFrame gb.evaluate returns: one row per model, a "
-                            f"model_id column); this one has no model_id column (columns {list(values.columns)[:8]})")
+    check_table_form(values, "score")
     for what, count in (("n_boot", n_boot), ("k", k), ("repeats", repeats)):
         check_count(what, count)
     if k < 2:
@@ -427,9 +422,24 @@ def _workers(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1, 4))
 
 
+def check_table_form(values: Any, who: str) -> None:
+    """Refuse what is not a value table: no DataFrame (a path, say), or one without a model_id column."""
+    if not isinstance(values, pd.DataFrame):
+        raise GenbenchError(f"{who} takes a value table (the DataFrame gb.evaluate returns; a saved one: "
+                            f"pd.read_parquet(PATH)), got {type(values).__name__}")
+    if "model_id" not in values.columns:
+        raise GenbenchError(f"{who} takes a value table (the DataFrame gb.evaluate returns: one row per model, a "
+                            f"model_id column); this one has no model_id column (columns {list(values.columns)[:8]})")
+
+
 def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:
     """The value table in model-id order (folds and resamples are assigned by position), checked against the zoo."""
-    values = values.sort_values("model_id", kind="stable").reset_index(drop=True)
+    check_ids(values, zoo)
+    return values.sort_values("model_id", kind="stable").reset_index(drop=True)
+
+
+def check_ids(values: pd.DataFrame, zoo: Zoo) -> None:
+    """Refuse a value table with a model twice or a model the zoo does not have (values of another zoo)."""
     repeated = values["model_id"][values["model_id"].duplicated()].unique()
     if len(repeated):
         raise GenbenchError(f"the value table holds {len(repeated)} model id(s) more than once (e.g. {repeated[0]!r}): "
@@ -440,7 +450,6 @@ def sorted_values(values: pd.DataFrame, zoo: Zoo) -> pd.DataFrame:
     if missing:
         raise GenbenchError(f"{len(missing)} model id(s) of the value table are not in zoo {zoo.name!r} "
                             f"(e.g. {missing[0]!r}): were the values computed on another zoo?")
-    return values
 
 
 def zoo_resamples(zoo: Zoo, *, seed: int, n_boot: int, ids: Any = None, table_sha256: str | None = None
