@@ -13,12 +13,17 @@ class GenbenchError(ValueError):
 
 
 def did_you_mean(name: str, known: Iterable[str], *, what: str, hint: str = "") -> GenbenchError:
-    """Build an error for an unknown `name`, listing the closest of the `known` names."""
+    """Build an error for an unknown `name`, listing the closest of the `known` names (at most 20 of them); a name
+    that is no string is said to be one."""
+    if not isinstance(name, str):
+        return GenbenchError(f"a {what.rstrip(':')} is a string, got {type(name).__name__} {name!r}")
     known = sorted(set(known))
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     msg = f"unknown {what} {name!r}."
     if close:
         msg += " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    elif len(known) > 20:  # a zoo's model ids: hundreds
+        msg += f" Known: {len(known)} of them, e.g. " + ", ".join(known[:5]) + "."
     elif known:
         msg += " Known: " + ", ".join(known) + "."
     else:

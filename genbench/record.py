@@ -967,6 +967,8 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
     command that regenerates it) is skipped, so that one bad file never hides the others: why is appended to
     `skipped` when a list is given, else warned (SkippedRecordWarning). `Record.read` of one explicit file still
     raises."""
+    if root is not None and not isinstance(root, (str, Path)):
+        raise GenbenchError(f"load_records takes a results folder (a path), got {type(root).__name__} {root!r}")
     root = Path(root if root is not None else results_dir())
     if root.exists() and not root.is_dir():
         raise GenbenchError(f"{root} is a file, not a folder: --results takes a folder of result records (its zoo "
@@ -977,6 +979,9 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
     if zoo:
         plain_name(zoo, what="zoo name", source="the zoo asked for")
     pattern = f"{zoo}/*.json" if zoo else "*/*.json"
+    if not any(root.glob("*/*.json")) and any(root.glob("*.json")):  # a zoo's folder of records, given as the root
+        raise GenbenchError(f"{root} holds records itself (NAME.json), not in zoo folders (ZOO/NAME.json): a results "
+                            f"folder (--results) is the folder of zoo folders above it, {root.parent}")
     recs, why, old = [], [], []
     for p in sorted(root.glob(pattern)):
         try:
@@ -1036,7 +1041,7 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
     if say is None:
         def say(text: str, kind: str) -> None:
             warnings.warn(text, SkippedRecordWarning, stacklevel=3)
-    results = list(results or [])
+    results = [results] if isinstance(results, (str, Path)) else list(results or [])  # one folder, or several
     shipped = paths.shipped_results_dir()
     folders = results or [f for f in (shipped, paths.results_dir()) if f is not None and f.is_dir()]
     if not results and shipped is None:
@@ -1078,10 +1083,6 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
         zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
         where = ", ".join(map(str, folders))
         also = f" ({len(skipped)} file(s) skipped; the first: {skipped[0]})" if skipped else ""
-        flat = next((Path(f) for f in folders if any(Path(f).glob("*.json"))), None)  # a zoo's folder, not the root
-        if flat is not None:
-            also += (f"; {flat} holds records itself (NAME.json): --results takes the folder of zoo folders above "
-                     f"it, {flat.parent}")
         raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}" if zoo else
                             f"no result records in {where}{also}")
     return records

@@ -14,6 +14,7 @@ import genbench as gb
 from genbench.cli import app
 from genbench.measures import registry
 from genbench.harness import check_measure
+from genbench.harness.check import varied_ids
 
 
 def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
@@ -31,6 +32,38 @@ def test_registry_lists_by_glob_and_refuses_duplicates(temp_measures):
         gb.register_measure("nodot")
     with pytest.raises(gb.GenbenchError, match="need"):
         gb.register_measure("x.y", needs=("test_data",))
+
+
+def test_registration_mistakes_get_a_way_out(temp_measures, digits_zoo):
+    """Each was an AttributeError, a need read letter by letter, or a fix that did not work (bump its version)."""
+    def plain(ctx):
+        return 1.0
+    with pytest.raises(gb.GenbenchError, match=r'takes the measure\'s name first: write @register_measure\("family'
+                                               r'\.variant", \.\.\.\) above plain'):
+        gb.register_measure(plain)  # @gb.register_measure without its arguments
+    with pytest.raises(gb.GenbenchError, match="a measure's name is a string 'family.variant', got int 5"):
+        gb.register_measure(5)
+    temp_measures("mine.one_need", needs="train_data")(plain)  # one need as a string: that need
+    assert gb.get_measure("mine.one_need").needs == ("train_data",)
+    with pytest.raises(gb.GenbenchError, match="pass replace=True to register it again"):
+        gb.register_measure("mine.one_need", version=2)(plain)
+    gb.register_measure("mine.one_need", replace=True)(plain)
+    builtin = gb.get_measure("norm.params")
+    try:
+        with pytest.warns(UserWarning, match="norm.params now runs your function, not genbench's built-in"):
+            gb.register_measure("norm.params", replace=True)(plain)
+    finally:
+        registry._MEASURES["norm.params"] = builtin  # the built-in back, as it was
+    for bad, says in ((0, "a model id in zoo 'digits-mlp' is a string, got int 0"),
+                      ("nope", "unknown model id in zoo 'digits-mlp': 'nope'. Known: 24 of them, e.g. ")):
+        with pytest.raises(gb.GenbenchError, match=re.escape(says)):
+            digits_zoo.load_model(bad)
+    with pytest.raises(gb.GenbenchError, match="measures are named by names, glob patterns .* got NoneType None"):
+        gb.evaluate(None, digits_zoo)
+    with pytest.raises(gb.GenbenchError, match=r"overrides is a mapping of dotted recipe keys .* got list \['epochs'\]"):
+        gb.build_zoo("digits-mlp", overrides=["epochs"])
+    with pytest.raises(gb.GenbenchError, match="device takes a name .* got list"):
+        gb.evaluate("norm.params", digits_zoo, [digits_zoo.model_ids[0]])  # models given where device goes
 
 
 def test_transform_is_declared_never_read_from_the_name(temp_measures):
@@ -321,6 +354,21 @@ def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):
         "invariant to rescaling a ReLU layer pair by 3 and 1/3"]
     report = check_measure("test.sneaky", digits_zoo)
     assert not report.passed and "did not declare" in str(report)
+
+    @temp_measures("test.per_layer", kind="signature")
+    def per_layer(ctx):
+        """One number per parameter tensor: batchnorm's add some, so its length depends on the architecture."""
+        return np.array([float(p.detach().norm()) for p in ctx.model.parameters()])
+
+    report = check_measure("test.per_layer", digits_zoo)  # the first two models were two seeds of one network
+    assert [r.name for r in report.results if not r.passed] == ["stable shape across models"], str(report)
+    ids = varied_ids(digits_zoo, 2)
+    assert [digits_zoo.row(i)["hp.batchnorm"] for i in ids] == [False, True] and ids[0] == digits_zoo.model_ids[0]
+    for models, says in ((1, "an integer of at least 2, got 1"), ("w32*", "an integer of at least 2, got 'w32*'")):
+        with pytest.raises(gb.GenbenchError, match=re.escape(says)):
+            check_measure("test.per_layer", digits_zoo, models=models)
+    with pytest.raises(gb.GenbenchError, match=r"check_measure checks one measure; 'test\.\*' names 4: "):
+        check_measure("test.*", digits_zoo)
 
 
 @pytest.mark.parametrize("name", gb.list_measures())

@@ -14,7 +14,8 @@ from genbench.leaderboard.export import leaderboard_table
 from genbench.leaderboard.standings import aggregate_table, rank_records
 from genbench.entries.run import failure_record, run_entry
 from genbench.leaderboard.columns import score_spec
-from genbench.record import Record, load_records, read_record, write_record
+from genbench.errors import GenbenchError
+from genbench.record import Record, load_records, read_record, shown_records, write_record
 from genbench.entries.verify import misplaced, verify_record
 from helpers import parsed_command
 
@@ -230,8 +231,14 @@ def test_leaderboard_run_says_once_why_its_records_are_not_audited(digits_zoo, t
 def test_a_zoos_folder_given_as_results_is_told_to_name_the_folder_above(records_dir):
     out = CliRunner().invoke(app, ["leaderboard", "--results", str(records_dir / "digits-mlp")])
     said = " ".join(str(out.exception).split())
-    assert out.exit_code == 1 and f"{records_dir / 'digits-mlp'} holds records itself (NAME.json): --results takes " \
-        f"the folder of zoo folders above it, {records_dir}" in said
+    assert out.exit_code == 1 and f"{records_dir / 'digits-mlp'} holds records itself (NAME.json), not in zoo " \
+        f"folders (ZOO/NAME.json): a results folder (--results) is the folder of zoo folders above it, " \
+        f"{records_dir}" in said
+    with pytest.raises(GenbenchError, match="holds records itself"):  # the API: an empty list before
+        load_records(records_dir / "digits-mlp")
+    with pytest.raises(GenbenchError, match="load_records takes a results folder .* got int 3"):
+        load_records(3)
+    assert {r.name for r in shown_records(str(records_dir))} == {r.name for r in load_records(records_dir)}
 
 
 def test_record_files_are_the_files_named_and_the_records_of_the_folders_named(tmp_path):

@@ -813,6 +813,7 @@ def test_scores_read_as_a_table_best_first(zoo):
     s = score(vals, zoo, n_boot=N_BOOT)
     text = repr(s)
     lines = text.splitlines()
+    assert "a.good" in s and "c.missing" not in s  # by name, as s["a.good"] reads it
     assert lines[0].startswith(f"Scores on {s.zoo}, target gap: 2 measure(s)")
     counts = [int(line.split()[-1]) for line in lines[2:4]]  # the notes column: a count, and where to read them
     assert counts == [len(s[m].notes) + len(s[m].refused) for m in ("a.good", "b.noise")] and any(counts)

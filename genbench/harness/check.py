@@ -5,6 +5,7 @@ in the sandbox (genbench/entries/submit/sandbox.py), where the test split and th
 (tests/test_sandbox.py plants measures that try)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,15 +62,22 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
 
 def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, *, models: int = 2, seed: int = SEED,
                   budget_s: float = 60.0, device: str | None = None, executor: Executor | None = None) -> CheckReport:
-    """Run the conformance suite for one registered measure on the first `models` models of a small zoo, each call
-    made by `executor` (default: here)."""
-    (m,) = resolve_measures(measure)
+    """Run the conformance suite for one registered measure on `models` (a count, at least 2) models of a small zoo,
+    of as many different architectures as it has (a value's shape must not depend on one), each call made by
+    `executor` (default: here)."""
+    found = resolve_measures(measure)
+    if len(found) != 1:
+        raise GenbenchError(f"check_measure checks one measure; {measure!r} names {len(found)}: "
+                            f"{', '.join(m.name for m in found[:10])}")
+    m = found[0]
+    if isinstance(models, bool) or not isinstance(models, int) or models < 2:
+        raise GenbenchError(f"models is how many models the suite runs on, an integer of at least 2, got {models!r}")
     if zoo is None:
         zoo = load_zoo(CHECK_ZOO) if CHECK_ZOO in local_zoos() else build_zoo(CHECK_ZOO, progress=False)
     elif not hasattr(zoo, "model_ids"):
         zoo = load_zoo(zoo)
     device = resolve_device(device)
-    ids = zoo.model_ids[:max(2, models)]
+    ids = varied_ids(zoo, models)
     if len(ids) < 2:
         raise GenbenchError(f"the conformance suite needs a zoo with at least 2 models; {zoo.name!r} has {len(ids)}")
     report = CheckReport(m.name)
@@ -102,6 +110,28 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
         report.add(f"invariant to rescaling a ReLU layer pair by {RESCALE_ALPHA:g} and 1/{RESCALE_ALPHA:g}", ok,
                    "" if ok else f"{runs[0]['value']} became {scaled['value'] if scaled['error'] is None else scaled['error']}")
     return report
+
+
+def varied_ids(zoo: Any, n: int) -> list[str]:
+    """`n` models of the zoo as unlike each other as its architectures allow: the first model, then each time the
+    one whose architecture differs from the chosen ones' in the most settings (the first such in table order). Two
+    seeds of one network would never show a value whose shape depends on the width or the batchnorm."""
+    ids = [str(i) for i in zoo.table["model_id"]]
+    if "arch" not in zoo.table.columns:
+        return ids[:n]
+    archs = []
+    for text in zoo.table["arch"].astype(str):
+        try:
+            a = json.loads(text)
+        except ValueError:
+            a = {"arch": text}
+        archs.append({k: json.dumps(v, sort_keys=True) for k, v in a.items()} if isinstance(a, dict) else {"": text})
+    chosen = [0]
+    while len(chosen) < min(n, len(ids)):
+        left = [i for i in range(len(ids)) if i not in chosen]
+        far = [sum(min(archs[i].get(k) != archs[c].get(k) for c in chosen) for k in archs[i]) for i in left]
+        chosen.append(left[far.index(max(far))])
+    return [ids[i] for i in chosen]
 
 
 def stackable_ids(zoo: Any, n: int, scan: int = 16) -> list[str]:

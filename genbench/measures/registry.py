@@ -4,6 +4,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -55,7 +56,15 @@ def source_hash(fn: Callable[..., Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+BUILTIN_PREFIX = "genbench.measures."  # the modules of the built-in measures
+
+
 def _check_name(name: str) -> None:
+    if callable(name):  # @register_measure without its arguments: the function came as the name
+        raise GenbenchError(f"register_measure takes the measure's name first: write "
+                            f"@register_measure(\"family.variant\", ...) above {getattr(name, '__name__', 'it')}")
+    if not isinstance(name, str):
+        raise GenbenchError(f"a measure's name is a string 'family.variant', got {type(name).__name__} {name!r}")
     family, _, variant = name.partition(".")
     if not family or not variant or not all(part.replace("_", "").isalnum() for part in name.split(".")):
         raise GenbenchError(f"measure name {name!r} must look like 'family.variant' "
@@ -77,7 +86,7 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
     contexts of a group, each with its model's memo) and leaves it in their memos, where `fn` then finds it: `fn`
     stays the definition, and the conformance suite checks that both paths give the same values."""
     _check_name(name)
-    needs, invariances = tuple(needs), tuple(invariances)
+    needs, invariances = ((x,) if isinstance(x, str) else tuple(x) for x in (needs, invariances))  # one, or several
     if kind not in KINDS:
         raise GenbenchError(f"measure {name!r}: kind must be one of {KINDS}, got {kind!r}")
     for n in needs:
@@ -100,7 +109,12 @@ def register_measure(name: str, *, kind: str = "scalar", needs: Iterable[str] = 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _MEASURES and not replace:
             raise GenbenchError(f"a measure named {name!r} is already registered "
-                                f"(by {_MEASURES[name].fn.__module__}); pick another name or bump its version")
+                                f"(by {_MEASURES[name].fn.__module__}); pick another name, or pass replace=True to "
+                                "register it again (a notebook cell run twice)")
+        if name in _MEASURES and _MEASURES[name].fn.__module__.startswith(BUILTIN_PREFIX) and \
+                not fn.__module__.startswith(BUILTIN_PREFIX):
+            warnings.warn(f"{name} now runs your function, not genbench's built-in: its values and records are "
+                          "no longer the built-in's (its shipped records will not verify against it)", stacklevel=2)
         doc = " ".join((inspect.getdoc(fn) or "").strip().split("\n\n")[0].split())  # the summary, wrapped or not
         _MEASURES[name] = Measure(name=name, fn=fn, kind=kind, needs=needs, citation=citation, version=version,
                                   higher_means=higher_means, invariances=invariances, transform=transform,
@@ -157,6 +171,9 @@ def resolve_measures(specs: str | Measure | Callable[..., Any] | Iterable[Any]) 
     """Measures from names, glob patterns, `Measure`s or registered functions, in order, without repeats."""
     if isinstance(specs, (str, Measure)) or callable(specs):
         specs = [specs]
+    if not isinstance(specs, Iterable):
+        raise GenbenchError(f"measures are named by names, glob patterns ('norm.*'), Measures or registered "
+                            f"functions, got {type(specs).__name__} {specs!r}")
     out: dict[str, Measure] = {}
     for s in specs:
         if isinstance(s, str) and any(ch in s for ch in "*?["):

@@ -37,6 +37,9 @@ class Scores:
     def __init__(self, zoo: str, target: str, items: dict[str, MeasureScores]):
         self.zoo, self.target, self.items = zoo, target, items
 
+    def __contains__(self, name: object) -> bool:
+        return name in self.items
+
     def __getitem__(self, name: str) -> MeasureScores:
         if name not in self.items:
             raise did_you_mean(name, self.items, what="scored measure")

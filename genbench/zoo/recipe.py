@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -214,6 +215,9 @@ def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | Non
     except yaml.YAMLError as e:
         raise GenbenchError(f"recipe {path}: not valid YAML ({yaml_problem(e)})") from None
     raw = copy.deepcopy(raw)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise GenbenchError(f"overrides is a mapping of dotted recipe keys to values, e.g. {{'train.epochs': 2}}, "
+                            f"got {type(overrides).__name__} {overrides!r}")
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value, path)
     return parse_recipe(raw, text=text, where=str(path))

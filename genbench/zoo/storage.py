@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
+from ..device import resolve_device
 from ..errors import GenbenchError, did_you_mean, string_list
 from ..fileio import atomic_write, sha256_file, write_json_atomic
 from ..models import build_model
@@ -330,7 +331,7 @@ class Zoo:
         family, arch = meta.get("family", row["family"]), meta.get("arch", json.loads(row["arch"]))
         model = build_model(family, arch)
         model.load_state_dict(load_file(str(path)))
-        return model.to(device).eval()
+        return model.to(resolve_device(device) if isinstance(device, str) or device is None else device).eval()
 
     @cached_property
     def pool(self) -> Pool:
