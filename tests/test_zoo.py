@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -364,6 +365,23 @@ def test_a_zoo_path_that_is_a_file_or_a_folder_without_zoo_json_says_so(digits_z
     with pytest.raises(GenbenchError, match="Did you mean 'digits-mlp'"):  # a name is still a name
         load_zoo("digits-mpl")
     assert load_zoo(str(tmp_path / "zoos" / "copy")).name == digits_zoo.name
+
+
+def test_a_name_and_a_path_are_never_taken_for_each_other(digits_zoo, tmp_path, monkeypatch):
+    """./digits-mlp without zoo.json opened the zoo built here; digits-mlp opened a copy in the current folder."""
+    from genbench.zoo import load_zoo
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "digits-mlp").mkdir()
+    assert load_zoo("digits-mlp").root == digits_zoo.root  # a name: the zoo built here
+    with pytest.raises(GenbenchError, match="is a folder without zoo.json, so it is no zoo"):
+        load_zoo("./digits-mlp")  # a path: that folder, never the name
+    (tmp_path / "digits-mlp").rmdir()
+    (tmp_path / "digits-mlp").symlink_to(tmp_path / "zoo-copy")
+    shutil.copytree(digits_zoo.root, tmp_path / "zoo-copy", ignore=shutil.ignore_patterns("checkpoints"))
+    with pytest.raises(GenbenchError, match=r"'digits-mlp' is both a zoo built here .* write \./digits-mlp for the "
+                                            r"folder"):
+        load_zoo("digits-mlp")
+    assert load_zoo("./digits-mlp").root.resolve() == (tmp_path / "zoo-copy").resolve()
 
 
 def test_zoo_list_gives_every_recipe_and_official_training_its_role_and_state(partial_zoo, monkeypatch):

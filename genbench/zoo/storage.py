@@ -493,10 +493,15 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
     if revision is not None or models is not None:
         raise GenbenchError(f"revision= and models= apply to zoos on the Hub (hf://ORG/NAME), not to {s!r}")
     p = Path(name_or_path).expanduser()
+    named = zoos_dir() / s
+    as_name = _reads_as_name(s) and (named / MANIFEST).is_file()  # a path (./x, ~/x, a/b) is never a name
     if (p / MANIFEST).is_file():
+        if as_name and named.resolve() != p.resolve():
+            raise GenbenchError(f"{s!r} is both a zoo built here ({named}) and a zoo folder in the current folder "
+                                f"({p.resolve()}): write ./{s} for the folder, or run from elsewhere for the zoo")
         return Zoo(p)
-    if (zoos_dir() / s / MANIFEST).is_file():
-        return Zoo(zoos_dir() / s)
+    if as_name:
+        return Zoo(named)
     not_a_zoo = _not_a_zoo(s, p)
     if not_a_zoo:
         raise GenbenchError(not_a_zoo)
@@ -508,10 +513,15 @@ def load_zoo(name_or_path: str | Path, revision: str | None = None, *,
     raise did_you_mean(s, local_zoos() + list_recipes(), what="zoo", hint=hint)
 
 
+def _reads_as_name(s: str) -> bool:
+    """Whether `s` reads as a zoo's name (no path separator, not starting with '.' or '~') rather than a path."""
+    return "/" not in s and os.sep not in s and not s.startswith((".", "~"))
+
+
 def _not_a_zoo(s: str, p: Path) -> str | None:
     """Why a path that names no zoo folder is none (a file, a folder without zoo.json, no such folder); None when
     `s` reads as a zoo's name (no path separator, not starting with '.' or '~') rather than a path."""
-    if "/" not in s and os.sep not in s and not s.startswith((".", "~")):
+    if _reads_as_name(s):
         return None
     if p.is_file():
         if p.name == MANIFEST:
