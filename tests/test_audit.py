@@ -275,6 +275,8 @@ def test_audit_refuses_values_that_are_not_the_zoos_before_any_work(digits_zoo, 
         gb.audit("norm.params", digits_zoo, values=pd.concat([ours, ours.iloc[:1]]))
     with pytest.raises(GenbenchError, match=r"audit takes a value table .*pd\.read_parquet\(PATH\)\), got str"):
         gb.audit("norm.params", digits_zoo, values=str(tmp_path / "values.parquet"))
+    with pytest.raises(GenbenchError, match=r"24 model id\(s\) of the value table are not in zoo"):
+        gb.audit(gb.get_measure("norm.params").fn, digits_zoo, values=other)  # the function, as evaluate takes it
 
 
 def test_a_zoo_without_twins_or_curves_says_what_it_cannot_compute():

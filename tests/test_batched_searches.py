@@ -296,6 +296,14 @@ def test_a_measure_returning_none_is_named_as_such(digits_zoo, temp_measures):
     df = gb.evaluate("test.none", digits_zoo, models=digits_zoo.model_ids[:2], cache=False, progress=False)
     assert (df["test.none:error"] == "returned None; a measure must return a finite number or array").all()
     assert "non-finite" in validate_value(m, np.nan)[1]
+    # np.asarray reads "1.5" as 1.5 and True as 1.0: neither is a measure's value
+    for out in ("1.5", b"2"):
+        assert validate_value(m, out)[1].startswith("returned a string (")
+    for out in (True, np.bool_(False), np.array([True]), torch.tensor(True)):
+        assert validate_value(m, out) == (None, "returned a boolean (True/False); a measure must return a finite "
+                                                "number or array")
+    for out, value in ((1.5, 1.5), (np.float32(2), 2.0), (torch.tensor(3.0), 3.0), (np.int64(4), 4.0)):
+        assert validate_value(m, out) == (value, None)
 
 
 def test_evaluate_group_loads_each_model_once_and_reports_unloadable_ones(digits_zoo, monkeypatch):

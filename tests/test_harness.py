@@ -369,6 +369,9 @@ def test_conformance_suite_catches_what_it_should(digits_zoo, temp_measures):
             check_measure("test.per_layer", digits_zoo, models=models)
     with pytest.raises(gb.GenbenchError, match=r"check_measure checks one measure; 'test\.\*' names 4: "):
         check_measure("test.*", digits_zoo)
+    with pytest.raises(gb.GenbenchError, match="budget_s must be a positive finite number of seconds, got 0"):
+        check_measure("test.per_layer", digits_zoo, budget_s=0)
+    assert not report and bool(check_measure("norm.params", digits_zoo))  # truth is passing
 
 
 @pytest.mark.parametrize("name", gb.list_measures())

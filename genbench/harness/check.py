@@ -14,7 +14,7 @@ import numpy as np
 
 from ..defaults import CHECK_ZOO, SEED
 from ..device import resolve_device
-from ..errors import GenbenchError
+from ..errors import GenbenchError, check_seconds
 from ..measures.registry import Measure, resolve_measures
 from ..zoo import build_zoo, load_zoo, local_zoos
 from .evaluate import evaluate_group, shape_key
@@ -46,6 +46,9 @@ class CheckReport:
     def passed(self) -> bool:
         return all(r.passed for r in self.results)
 
+    def __bool__(self) -> bool:  # `if check_measure(...):` means it passed
+        return self.passed
+
     def add(self, name: str, passed: bool, message: str = "") -> None:
         self.results.append(CheckResult(name, bool(passed), message))
 
@@ -72,6 +75,7 @@ def check_measure(measure: str | Measure | Callable[..., Any], zoo: Any = None, 
     m = found[0]
     if isinstance(models, bool) or not isinstance(models, int) or models < 2:
         raise GenbenchError(f"models is how many models the suite runs on, an integer of at least 2, got {models!r}")
+    check_seconds("budget_s", budget_s)
     if zoo is None:
         zoo = load_zoo(CHECK_ZOO) if CHECK_ZOO in local_zoos() else build_zoo(CHECK_ZOO, progress=False)
     elif not hasattr(zoo, "model_ids"):

@@ -24,6 +24,7 @@ from ..measures.context import BudgetExceeded, MeasureContext
 from ..measures.registry import Measure, resolve_measures
 from ..numerics import pinned_threads
 from ..paths import values_cache_dir
+from ..text import excerpt
 from ..zoo.data import TrainingSet
 from ..zoo.storage import Zoo, load_zoo, open_zoo_ref
 from .cache import ValueCache
@@ -34,6 +35,10 @@ def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
     """The value as a float (scalar) or list (signature), or the reason it is not acceptable."""
     if out is None:
         return None, "returned None; a measure must return a finite number or array"
+    if isinstance(out, (str, bytes)):  # np.asarray would read "1.5" as the number
+        return None, f"returned a string ({excerpt(out)}); a measure must return a finite number or array"
+    if isinstance(out, (bool, np.bool_)) or getattr(out, "dtype", None) in (bool, np.bool_, torch.bool):
+        return None, "returned a boolean (True/False); a measure must return a finite number or array"
     try:
         arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
     except (TypeError, ValueError):

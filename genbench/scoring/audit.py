@@ -16,6 +16,7 @@ import pandas as pd
 from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, check_seed
 from ..measures import Measure, get_measure
+from ..measures.registry import resolve_measures
 from ..zoo.storage import Zoo, load_zoo
 from .audit_report import (LABELS, Check, Evidence, FragilityReport, Thresholds, control_check, curve_checks,
                            data_checks, lost_text, missing_parts, value_check, verdict_of)
@@ -238,7 +239,8 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     from ..harness.evaluate import evaluate
     del n_boot
     check_seed("seed", seed)
-    m = measure if isinstance(measure, Measure) else get_measure(measure)
+    m = measure if isinstance(measure, Measure) else get_measure(measure) if isinstance(measure, str) else \
+        resolve_measures(measure)[0]  # a registered function, as evaluate takes it
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     th = thresholds or Thresholds()
     device = resolve_device(device)
