@@ -239,8 +239,8 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     from ..harness.evaluate import evaluate
     del n_boot
     check_seed("seed", seed)
-    m = measure if isinstance(measure, Measure) else get_measure(measure) if isinstance(measure, str) else \
-        resolve_measures(measure)[0]  # a registered function, as evaluate takes it
+    m = resolve_measures(measure)[0] if callable(measure) and not isinstance(measure, Measure) else \
+        get_measure(measure)  # a name, a Measure, or a registered function as evaluate takes it
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     th = thresholds or Thresholds()
     device = resolve_device(device)
