@@ -52,3 +52,13 @@ def excerpt(value: object, limit: int = EXCERPT_LIMIT) -> str:
     """A short, escaped quotation of untrusted content for an error message: its repr (quoted, control characters
     escaped) capped at `limit` characters."""
     return plain_text(repr(value), limit=limit)
+
+
+def interval_end(e: float, digits: int) -> str:
+    """An interval's end with `digits` decimals, or with as many more as show its sign when `digits` would print a
+    number that is not 0 as 0.000 or -0.000: whether an interval reaches 0 is what a reader reads it for."""
+    shown, more = f"{e:.{digits}f}", digits
+    while e != 0 and float(shown) == 0 and more < 15:
+        more += 1
+        shown = f"{e:.{more}f}"
+    return shown

@@ -31,7 +31,7 @@ from genbench.scoring.regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, P
                                          bootstrap_adj_r2, cross_validate, enough_models, weighted_r2)
 from genbench.scoring.resample import MIN_RESAMPLES, percentile_interval, pooled_scores, resample_weights
 from genbench.scoring.scores import Scores, _keep_honest, score, transfer
-from genbench.scoring.spec import REGRESSION, MeasureScores
+from genbench.scoring.spec import REGRESSION, MeasureScores, phi_text
 
 from planted import GRID, SHUFFLES, assert_honest, gap_of, planted_gap, pooled_cv, values_of, write_zoo
 
@@ -454,6 +454,13 @@ def test_score_refuses_repeated_models_and_impossible_folds_and_says_when_models
     assert not any("value table has a row for" in n for n in whole.notes)
 
 
+def test_the_phi_shown_beside_a_k_fold_score_says_what_its_folds_chose():
+    """'log' was printed beside a k-fold R^2 whose 100 folds had all chosen linear."""
+    assert phi_text({"all": "log", "folds": {"linear": 100}}) == "log (folds: linear 100)"
+    assert phi_text({"all": "linear", "folds": {"linear": 99, "log": 1}}) == "linear (folds: linear 99, log 1)"
+    assert phi_text({"all": "log", "folds": {"log": 100}}) == "log" and phi_text({}, "select") == "select"
+
+
 def test_a_refusal_prints_the_estimate_apart_from_the_bound_it_misses():
     """3 significant digits printed -0.00467 outside [-0.00467, 0.0184]: as many as it takes to tell them apart."""
     from genbench.scoring.resample import outside_text
@@ -814,6 +821,9 @@ def test_scores_read_as_a_table_best_first(zoo):
     text = repr(s)
     lines = text.splitlines()
     assert "a.good" in s and "c.missing" not in s  # by name, as s["a.good"] reads it
+    table = s.table.set_index("measure")
+    assert table.loc["a.good", "claim"] == "as claimed" and table.loc["b.noise", "phi_used"] == phi_text(
+        s["b.noise"].transform_used)
     assert lines[0].startswith(f"Scores on {s.zoo}, target gap: 2 measure(s)")
     counts = [int(line.split()[-1]) for line in lines[2:4]]  # the notes column: a count, and where to read them
     assert counts == [len(s[m].notes) + len(s[m].refused) for m in ("a.good", "b.noise")] and any(counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..record import finite
+from ..text import interval_end
 
 TABLE_DIGITS = 2   # decimals in the terminal's tables
 DIGITS = 3         # decimals on the page, in the markdown export and in a submission's summary
@@ -29,24 +30,14 @@ def _digits(v: float, digits: int, compact: bool) -> str:
     return f"{v:.{digits}f}"
 
 
-def _end(e: float, digits: int) -> str:
-    """An interval's end with `digits` decimals, or with as many more as show its sign when `digits` would print a
-    number that is not 0 as 0.000 or -0.000: whether an interval reaches 0 is what a reader reads it for."""
-    shown, more = f"{e:.{digits}f}", digits
-    while e != 0 and float(shown) == 0 and more < 15:
-        more += 1
-        shown = f"{e:.{more}f}"
-    return shown
-
-
 def interval(lo: Any, hi: Any, *, digits: int = TABLE_DIGITS, compact: bool = False) -> str:
     """'[lo, hi]' when both ends are numbers, else ''; compact: both ends in the form the larger one needs (so
-    [-0.002, 0.559], not [-0.00189, 0.559]); else `digits` decimals, more for an end near 0 (`_end`)."""
+    [-0.002, 0.559], not [-0.00189, 0.559]); else `digits` decimals, more for an end near 0 (`interval_end`)."""
     ends = [_number(e, compact) for e in (lo, hi)]
     if None in ends:
         return ""
     if not compact:
-        return "[" + ", ".join(_end(e, digits) for e in ends) + "]"  # type: ignore[arg-type]
+        return "[" + ", ".join(interval_end(e, digits) for e in ends) + "]"  # type: ignore[arg-type]
     big = max(abs(e) for e in ends)  # type: ignore[arg-type]
     fixed = 1e-2 <= big < 1e4
     return "[" + ", ".join(f"{e:.{digits}f}" if fixed else _digits(e, digits, compact)  # type: ignore[arg-type]

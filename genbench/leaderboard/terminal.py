@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
-from ..scoring.spec import MeasureScores, score_label
+from ..scoring.spec import MeasureScores, phi_text, score_label
 from ..text import REASON_LIMIT, plain_text, safe_text
 from .columns import score_spec
 from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
@@ -221,7 +221,7 @@ def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> Non
                   title=f"{zoo}: target {target}, {len(scores)} measure(s), 95% paired bootstrap intervals")
         for s in ordered:
             t.add_row(s.measure + (AGAINST_MARK if s.direction.get("against") else ""),
-                      s.transform_used.get("all", s.transform or ""), *(cell(s, k) for k in keys))
+                      phi_text(s.transform_used, s.transform or ""), *(cell(s, k) for k in keys))
         return t
 
     keys = [k for k in SCORE_VIEW if any(k in s.values or k in s.refused for s in ordered)]

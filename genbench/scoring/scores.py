@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..defaults import N_BOOT, SEED
 from ..errors import GenbenchError, check_count, check_seed, did_you_mean
+from ..text import interval_end
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
 from sklearn.base import clone
@@ -26,7 +27,7 @@ from .recipe import ALPHAS, RecipePlus, hparam_design, recipe_features, with_rec
 from .regression import (K_FOLDS, MODELS_PER_FEATURE, REPEATS, CrossValidation, PhiRegression, adjusted_r2,
                          bootstrap_adj_r2, cross_validate, enough_models)
 from .resample import outside_text, percentile_interval, pooled_scores, resample_weights
-from .spec import REGRESSION, SCORE_NAMES, MeasureScores, is_flat, score_label
+from .spec import REGRESSION, SCORE_NAMES, MeasureScores, is_flat, phi_text, score_label
 
 TARGETS = ("gap", "test_acc")
 
@@ -61,17 +62,13 @@ class Scores:
             if v is None or not np.isfinite(v):
                 return "-"
             lo, hi = s.intervals.get(key, (np.nan, np.nan))
-            return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) and np.isfinite(hi) else "")
+            return f"{v:.3f}" + (f" [{interval_end(lo, 3)}, {interval_end(hi, 3)}]" if np.isfinite(lo) and
+                                 np.isfinite(hi) else "")
 
         keys = ("kfold_r2", "delta_r2", "adj_r2", "tau", "cmi")
-        def claim(d: dict) -> str:
-            if not d.get("claim"):
-                return "-"
-            return "AGAINST" if d.get("against") else "flat" if is_flat(d) else "as claimed"
-
-        rows = [{"measure": s.measure, "phi": s.transform_used.get("all", s.transform or ""), "n": s.n,
+        rows = [{"measure": s.measure, "phi": phi_text(s.transform_used, s.transform or ""), "n": s.n,
                  **{score_label(k): cell(s, k) for k in keys},
-                 "claim": claim(s.direction),
+                 "claim": claim_of(s.direction) or "-",
                  "notes": len(s.notes) + len(s.refused)}
                 for s in sorted(self, key=lambda s: -s.values.get("kfold_r2", -np.inf))]
         head = f"Scores on {self.zoo}, target {self.target}: {len(self)} measure(s), 95% paired bootstrap intervals"
@@ -81,16 +78,27 @@ class Scores:
 
     @property
     def table(self) -> pd.DataFrame:
+        """One row per measure: its kind, declared phi and the phi its fits used (phi_used), n and the models
+        dropped, every score with its interval (NAME_lo, NAME_hi), the direction check (claim) and its notes."""
         rows = []
         for s in self.items.values():
-            row = {"measure": s.measure, "kind": s.kind, "phi": s.transform or "", "n": s.n, "dropped": s.dropped}
+            row = {"measure": s.measure, "kind": s.kind, "phi": s.transform or "",
+                   "phi_used": phi_text(s.transform_used, s.transform or ""), "n": s.n, "dropped": s.dropped}
             for k in SCORE_NAMES:
                 row[k] = s.values.get(k, np.nan)
                 lo, hi = s.intervals.get(k, (np.nan, np.nan))
                 row[k + "_lo"], row[k + "_hi"] = lo, hi
+            row["claim"] = claim_of(s.direction)
             row["notes"] = "; ".join(s.notes)
             rows.append(row)
         return pd.DataFrame(rows)
+
+
+def claim_of(direction: dict[str, Any]) -> str:
+    """A scalar's direction check in a word: AGAINST its claim, flat, as claimed; '' when it declares none."""
+    if not direction.get("claim"):
+        return ""
+    return "AGAINST" if direction.get("against") else "flat" if is_flat(direction) else "as claimed"
 
 
 def measure_matrix(values: pd.DataFrame, name: str) -> np.ndarray:

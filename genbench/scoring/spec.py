@@ -141,3 +141,14 @@ def is_flat(direction: Any) -> bool:
     """Whether a direction check (scores.direction) found no direction at all: free slope and Kendall tau both 0,
     a measure that does not order the models, neither as claimed nor against its claim."""
     return isinstance(direction, Mapping) and direction.get("slope") == 0 and direction.get("tau") == 0
+
+
+def phi_text(used: Any, declared: str = "") -> str:
+    """The phi a fit used (scores.transform_used), short: the one on all models, then the training folds' choices
+    where they differ from it ('log (folds: linear 100)': the k-fold R^2 beside it rests on the folds)."""
+    used = used if isinstance(used, Mapping) else {}
+    whole = str(used.get("all") or declared or "")
+    folds = used.get("folds")
+    if isinstance(folds, Mapping) and folds and set(folds) != {whole}:
+        return f"{whole} (folds: " + ", ".join(f"{k} {v}" for k, v in folds.items()) + ")"
+    return whole
