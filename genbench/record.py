@@ -1056,7 +1056,14 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
     kept: dict[tuple[str, Path], list[str]] = {}  # per zoo and folder: records not shown for an audited twin
     for folder in folders:
         local = shipped is None or Path(folder).resolve() != shipped.resolve()
-        for rec in load_records(folder, skipped=skipped):
+        try:
+            found = load_records(folder, skipped=skipped)
+        except GenbenchError as e:  # a folder asked for is refused; a default one never hides the others
+            if results:
+                raise
+            skipped.append(str(e))
+            continue
+        for rec in found:
             key = (rec.zoo_name, rec.name)
             if key in seen and seen[key][0].data == rec.data:
                 continue  # the same record in both folders (added to the shipped one): shown once, as the first

@@ -239,6 +239,17 @@ def test_a_zoos_folder_given_as_results_is_told_to_name_the_folder_above(records
     with pytest.raises(GenbenchError, match="load_records takes a results folder .* got int 3"):
         load_records(3)
     assert {r.name for r in shown_records(str(records_dir))} == {r.name for r in load_records(records_dir)}
+    import genbench.paths as paths
+    home = records_dir.parent / "home-with-a-stray-record"
+    (home / "results").mkdir(parents=True, exist_ok=True)
+    shutil.copy(records_dir / "digits-mlp" / "norm.params.json", home / "results" / "norm.params.json")
+    said = []
+    with pytest.MonkeyPatch.context() as mp:  # the default folders: the user's own one holds a record itself
+        mp.setenv("GENBENCH_HOME", str(home))
+        mp.setattr(paths, "shipped_results_dir", lambda: records_dir)
+        shown = shown_records(say=lambda text, kind: said.append(text))
+    assert {r.name for r in shown} == {r.name for r in load_records(records_dir)}  # the shipped ones still shown
+    assert any("holds records itself (NAME.json)" in line for line in said)
 
 
 def test_record_files_are_the_files_named_and_the_records_of_the_folders_named(tmp_path):
