@@ -14,7 +14,7 @@ CONV_FAMILIES = ("cnn1d", "nin", "resnet32v2", "keras")  # architecture families
 #                                                          PGDL tasks' networks, all convolutional)
 AUTO_AUDIT = "auto"               # an audit zoo argument meaning "the one `audit_zoo_for` picks for the ranked zoo"
 # The zoos the benchmark ranks on: 1-D CNNs that learn MNIST-1D, in the regime the field studies (test accuracy
-# 0.60-0.93; issue 26). Only their complete builds enter the cross-zoo aggregate (test zoos such as digits-mlp, partial
+# 0.62-0.94; issue 26). Only their complete builds enter the cross-zoo aggregate (test zoos such as digits-mlp, partial
 # zoos and zoos of one's own are ranked on their own, never aggregated). The MLP zoos (mnist1d-demogen, the demo's
 # zoo, and mnist1d-fantastic) memorise the task and stay buildable for comparison; the CIFAR recipes join when built
 # on a GPU.
