@@ -235,6 +235,28 @@ def test_the_score_view_says_a_note_every_measure_shares_once_for_all_of_them():
     assert "m.a, m.b: shared note" in said(("m.a", "m.b"), alone=False)  # two are named
 
 
+def test_the_score_view_wraps_the_folds_phi_rather_than_cut_a_name_or_a_number():
+    """'log (folds: linear 13, log 87)' in a no-wrap column cut the measure's name and its interval at 80 columns."""
+    from genbench.leaderboard.terminal import print_scores
+    from genbench.scoring.scores import Scores
+    from genbench.scoring.spec import MeasureScores
+
+    items = {}
+    for name in ("sharpness.mag_flatness_long", "sharpness.flatness"):
+        s = MeasureScores(measure=name, kind="scalar", transform="select", target="gap", n=216, dropped=0, features=1)
+        s.values.update(kfold_r2=-0.0123, delta_r2=0.0021, tau=0.31)
+        s.intervals.update(kfold_r2=(-0.0456, -0.0101), delta_r2=(-0.0004, 0.0051), tau=(0.21, 0.41))
+        s.transform_used = {"all": "log", "folds": {"linear": 13, "log": 87}}
+        items[name] = s
+    for width in (80, 120):
+        out = Console(file=io.StringIO(), width=width, color_system=None)
+        print_scores(out, Scores("z", "gap", items), "z", "gap")
+        text = out.file.getvalue()
+        assert "\u2026" not in text and max(len(line) for line in text.splitlines()) <= width, text
+        assert "sharpness.mag_flatness_long" in text and "-0.01 [-0.05, -0.01]" in text
+        assert {"(folds:", "linear", "13,", "87)"} <= set(text.split())  # the folds' choices, words whole
+
+
 def test_the_fragility_labels_get_a_legend_where_an_entry_is_audited():
     from genbench.leaderboard.columns import FRAGILITY_LEGEND
     from site_records import _audit

@@ -194,6 +194,7 @@ def entry_cell(row: pd.Series | dict) -> str:
         (AGAINST_MARK if row.get("claim") == AGAINST else "") + (PROVISIONAL_MARK if row.get("provisional") else "")
 
 
+PHI_WIDTH = 7  # the phi column's narrowest: its longest word, "(folds:"
 SCORE_VIEW = ("kfold_r2", "delta_r2", "tau", "adj_r2", "psi", "cmi", "pgdl_score", "sign_error_worst",
               "sign_error_mean")
 """The columns of `genbench score`, most wanted first: a narrow terminal drops them from the end."""
@@ -213,20 +214,22 @@ def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> Non
         iv = s.intervals.get(k, ()) if score_spec(k).interval or k == "kfold_r2" else ()
         return number(s.values.get(k), *iv, digits=score_spec(k).digits)
 
-    def build(keys: Sequence[str], caption: str | None = None) -> Table:
+    def build(keys: Sequence[str], caption: str | None = None, measuring: bool = False) -> Table:
+        """The table; `measuring`: with each phi cell at its narrowest (the folds' choices wrap below it)."""
         iv = {k for k in keys if score_spec(k).interval or k == "kfold_r2"}
-        t = Table(Column("measure", no_wrap=True), Column("phi", no_wrap=True),
+        t = Table(Column("measure", no_wrap=True), Column("phi", min_width=PHI_WIDTH),
                   *(Column(score_spec(k).ascii + (" [95%]" if k in iv else ""), no_wrap=True) for k in keys),
                   box=box.SIMPLE_HEAD, pad_edge=False, caption=caption,
                   title=f"{zoo}: target {target}, {len(scores)} measure(s), 95% paired bootstrap intervals")
         for s in ordered:
+            phi = phi_text(s.transform_used, s.transform or "")
             t.add_row(s.measure + (AGAINST_MARK if s.direction.get("against") else ""),
-                      phi_text(s.transform_used, s.transform or ""), *(cell(s, k) for k in keys))
+                      phi.split()[0].ljust(PHI_WIDTH) if measuring else phi, *(cell(s, k) for k in keys))
         return t
 
     keys = [k for k in SCORE_VIEW if any(k in s.values or k in s.refused for s in ordered)]
     shown = list(keys)
-    while len(shown) > 1 and width(build(shown)) > console.width:
+    while len(shown) > 1 and width(build(shown, measuring=True)) > console.width:
         shown.pop()
     foot = Footnotes()  # the marks of the table printed, not of the ones measured
     dropped = [score_spec(k).ascii for k in keys if k not in shown]
