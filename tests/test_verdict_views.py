@@ -242,11 +242,12 @@ def test_the_score_view_wraps_the_folds_phi_rather_than_cut_a_name_or_a_number()
     from genbench.scoring.spec import MeasureScores
 
     items = {}
-    for name in ("sharpness.mag_flatness_long", "sharpness.flatness"):
+    for name in ("sharpness.mag_flatness_long", "sharpness.flatness", "baseline.hparams"):  # a baseline: no phi
         s = MeasureScores(measure=name, kind="scalar", transform="select", target="gap", n=216, dropped=0, features=1)
         s.values.update(kfold_r2=-0.0123, delta_r2=0.0021, tau=0.31)
         s.intervals.update(kfold_r2=(-0.0456, -0.0101), delta_r2=(-0.0004, 0.0051), tau=(0.21, 0.41))
-        s.transform_used = {"all": "log", "folds": {"linear": 13, "log": 87}}
+        s.transform_used = {} if name.startswith("baseline.") else {"all": "log", "folds": {"linear": 13, "log": 87}}
+        s.transform = "" if name.startswith("baseline.") else s.transform
         items[name] = s
     for width in (80, 120):
         out = Console(file=io.StringIO(), width=width, color_system=None)

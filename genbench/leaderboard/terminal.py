@@ -224,7 +224,7 @@ def print_scores(console: Console, scores: Scores, zoo: str, target: str) -> Non
         for s in ordered:
             phi = phi_text(s.transform_used, s.transform or "")
             t.add_row(s.measure + (AGAINST_MARK if s.direction.get("against") else ""),
-                      phi.split()[0].ljust(PHI_WIDTH) if measuring else phi, *(cell(s, k) for k in keys))
+                      phi.partition(" ")[0].ljust(PHI_WIDTH) if measuring else phi, *(cell(s, k) for k in keys))
         return t
 
     keys = [k for k in SCORE_VIEW if any(k in s.values or k in s.refused for s in ordered)]
