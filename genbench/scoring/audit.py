@@ -246,8 +246,9 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     device = resolve_device(device)
     if values is None:
         values = evaluate([m], zoo, device=device, seed=seed, cache=cache, progress=progress, executor=executor)
-    check_table_form(values, "audit")
-    check_ids(values, zoo)  # values of another zoo gave a verdict on nothing
+    else:  # the caller's table: values of another zoo gave a verdict on nothing
+        check_table_form(values, "audit")
+        check_ids(values, zoo)
     table = zoo.table.copy()
     table["model_id"] = table["model_id"].astype(str)
     base_ids, anchors = _anchors(table)
