@@ -19,7 +19,7 @@ import orjson
 
 from . import paths
 from .defaults import AUTO_AUDIT, OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
-from .errors import GenbenchError
+from .errors import GenbenchError, did_you_mean
 from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
 from .text import TEXT_LIMIT, excerpt, plain_text, safe_text
@@ -405,7 +405,11 @@ class Record(Mapping[str, Any]):
 
     def _block_of(self, key: str) -> Mapping[str, Any]:
         """Where a score is read from: over trainings, their combination (the mean, with an interval that holds the
-        training noise) for the scores combined; else the scores block (training 0's)."""
+        training noise) for the scores combined; else the scores block (training 0's). A name that is neither a
+        score genbench computes nor one the record holds (a typo) is refused, not read as a missing score."""
+        if key not in SCORE_NAMES and key not in self._held():
+            raise did_you_mean(key, [*SCORE_NAMES, *self._held()], what="score",
+                               hint="Record.score_keys() lists the scores this record holds.")
         combined = _mapping(self.trainings.get("combined"))
         if combined and (key in (_mapping(combined.get("values")) or {})
                          or key in (_mapping(combined.get("refused")) or {})):
@@ -438,6 +442,12 @@ class Record(Mapping[str, Any]):
         if not isinstance(iv, (list, tuple)) or len(iv) != 2:
             return None, None
         return finite(iv[0]), finite(iv[1])
+
+    def _held(self) -> set[str]:
+        """Every score name the record's scores block or its combination over trainings mentions."""
+        combined = _mapping(self.trainings.get("combined")) or {}
+        return {k for block in (self.scores, combined) for part in ("values", "intervals", "refused")
+                for k in (_mapping(block.get(part)) or {}) if isinstance(k, str)}
 
     def score_keys(self) -> list[str]:
         """The scores the record holds (a value or an interval), in the score list's order, then others by name."""

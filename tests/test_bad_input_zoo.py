@@ -139,7 +139,7 @@ def test_submit_points_a_training_that_is_not_shipped_to_its_build_command_not_z
 
 
 def test_a_limit_below_one_is_refused_before_the_zoo_folder_is_made(fresh_home):
-    assert _refused(["zoo", "build", "digits-mlp", "--limit", "0"]) == "--limit must be at least 1, got 0"
+    assert _refused(["zoo", "build", "digits-mlp", "--limit", "0"]) == "limit (--limit) must be at least 1, got 0"
     assert not (fresh_home / "zoos" / "digits-mlp").exists()
 
 

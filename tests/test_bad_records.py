@@ -304,3 +304,30 @@ def test_records_are_parsed_by_orjson_as_json_parses_them_and_by_json_where_orjs
         assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
     with pytest.raises(GenbenchError, match=r"cannot read result record x\.json: not JSON \(Expecting property name"):
         parse_record(b'{"a": 1,}', "x.json")
+
+
+def test_a_misspelt_score_name_is_refused_not_read_as_missing():
+    """Planted: `score("kfold_r3")` returned None, as a score the record lacks does; a typo now names the close
+    names, while a known score the record lacks, and a score only the record knows, still read as before."""
+    rec = Record({"scores": {"values": {"kfold_r2": 0.5, "tau": 0.2, "later_score": 1.5},
+                             "intervals": {"kfold_r2": [0.4, 0.6]}}})
+    assert rec.score("kfold_r2") == 0.5 and rec.interval("kfold_r2") == (0.4, 0.6)
+    assert rec.score("cmi") is None and rec.interval("cmi") == (None, None) and rec.refusal("cmi") is None
+    assert rec.score("later_score") == 1.5  # a record made by a newer genbench
+    for read in (rec.score, rec.interval, rec.refusal):
+        with pytest.raises(GenbenchError, match=r"unknown score 'kfold_r3'\. Did you mean 'kfold_r2'.*score_keys"):
+            read("kfold_r3")
+    with pytest.raises(GenbenchError, match="a score is a string, got int 3"):
+        rec.score(3)
+    over = Record({"scores": {"values": {}}, "trainings": {"combined": {"values": {"combined_only": 0.1}}}})
+    assert over.score("combined_only") == 0.1
+
+
+def test_two_records_one_holding_a_score_the_other_lacks_are_not_the_same_entry():
+    """A score name only a newer genbench writes is held by one record: comparing the two (the leaderboard's twins)
+    says they differ instead of asking the other record for a score it does not know."""
+    from genbench.leaderboard.standings import _same_scores
+    a = Record({"scores": {"values": {"kfold_r2": 0.5}}})
+    b = Record({"scores": {"values": {"kfold_r2": 0.5, "later_score": 1.0}}})
+    assert _same_scores(a, Record({"scores": {"values": {"kfold_r2": 0.5}}}))
+    assert not _same_scores(a, b) and not _same_scores(b, a)

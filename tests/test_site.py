@@ -674,21 +674,27 @@ def test_entry_page_plots_the_audits_learning_curves_at_the_seed_means(tmp_path:
 
 def test_a_score_column_shows_one_number_form(tmp_path: Path) -> None:
     """Every cell of a leaderboard score column has three fixed decimals, its interval too: a small value (planted:
-    0.00345 [8.83e-05, 0.00683]) is not switched to significant digits beside 0.014 [0.008, 0.021]."""
+    0.00345 [8.83e-05, 0.00683]) is not switched to significant digits beside 0.014 [0.008, 0.021]. Only an interval
+    end that is not 0 but would print as 0.000 gets the decimals that show its sign: [0.0001, 0.007] lies above 0,
+    [-0.0001, 0.007] (planted on another score) reaches below it."""
     import re
 
     recs = make_records()
     planted = next(r for r in recs if r["zoo"]["name"] == ZOO1 and r.get("scores"))
     planted["scores"]["values"]["adj_r2"] = 0.00345
     planted["scores"]["intervals"]["adj_r2"] = [8.83e-05, 0.00683]
+    planted["scores"]["values"]["kfold_r2"] = 0.003
+    planted["scores"]["intervals"]["kfold_r2"] = [-1.2e-04, 0.00683]
     index = write_site(recs, tmp_path / "html", title="t").read_text()
     cells = re.findall(r'<td class="num" data-col="(\w+)" data-sort="[^"]*"><span class="v">([^<]*)</span>'
                        r'(?: <span class="ci">([^<]*)</span>)?', index)
-    assert any(col == "adj_r2" and v == "0.003" and ci == "[0.000, 0.007]" for col, v, ci in cells)
+    assert any(col == "adj_r2" and v == "0.003" and ci == "[0.0001, 0.007]" for col, v, ci in cells)
+    assert any(col == "kfold_r2" and v == "0.003" and ci == "[-0.0001, 0.007]" for col, v, ci in cells)
     fixed = re.compile(r"-?\d+\.\d{3}")
+    end = re.compile(rf"{fixed.pattern}|-?0\.000\d*[1-9]")  # more decimals only for an end near 0
     for col, v, ci in cells:
         assert fixed.fullmatch(v) or v == "\u2013", (col, v)
-        assert not ci or re.fullmatch(rf"\[{fixed.pattern}, {fixed.pattern}\]", ci), (col, ci)
+        assert not ci or re.fullmatch(rf"\[(?:{end.pattern}), (?:{end.pattern})\]", ci), (col, ci)
 
 
 def test_write_site_shows_progress_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

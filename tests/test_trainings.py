@@ -150,8 +150,8 @@ def test_a_bad_training_index_is_one_line(bad, home):
 
     result = CliRunner().invoke(cli.app, ["zoo", "build", "digits-mlp", "--training", bad])
     assert isinstance(result.exception, GenbenchError)  # the command line prints it as one line, no traceback
-    assert str(result.exception) == ("--training must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: "
-                                     f"training K, the zoo RECIPE-tK), got {bad!r}")
+    assert str(result.exception) == ("training (--training) must be a whole number >= 0 (0: the recipe's own zoo; "
+                                     f"K >= 1: training K, the zoo RECIPE-tK), got {bad!r}")
 
 
 @pytest.mark.parametrize("bad", [-1, 1.0, True, "2"])

@@ -61,12 +61,18 @@ def page_number(v: Any) -> str:
 
 
 def page_score(v: Any, lo: Any = None, hi: Any = None) -> tuple[str, str]:
-    """A score and its interval as a leaderboard column of the page shows them: DIGITS fixed decimals always (one
-    form per column, never 0.00345 beside 0.014), a dash if missing; '' for a missing interval."""
+    """A score and its interval as a leaderboard column of the page shows them: DIGITS fixed decimals (one form per
+    column, never 0.00345 beside 0.014), a dash if missing; '' for a missing interval. An interval end that is not 0
+    but would print as 0.000 gets the decimals that show its sign (`interval_end`): [0.0002, 0.014] adds to the
+    recipe, [-0.0001, 0.014] does not."""
     def fixed(x: Any) -> str | None:
         f = finite(x)
         return None if f is None else f"{f + 0.0:.{DIGITS}f}".replace(f"-0.{'0' * DIGITS}", f"0.{'0' * DIGITS}")
-    ends = [fixed(lo), fixed(hi)]
+
+    def end(x: Any) -> str | None:
+        f = finite(x)
+        return None if f is None else interval_end(f + 0.0, DIGITS)
+    ends = [end(lo), end(hi)]
     return fixed(v) or DASH, "" if None in ends else f"[{ends[0]}, {ends[1]}]"
 
 

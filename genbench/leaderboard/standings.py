@@ -19,7 +19,7 @@ from ..defaults import CHECK_ZOO, EXTERNAL_PREFIX, OFFICIAL_ZOOS
 from ..errors import GenbenchError
 from ..record import Record, regenerate_command
 from ..scoring.resample import paired_groups, pooled_scores, resample_weights
-from ..scoring.spec import DEFAULT_SORT, score_label
+from ..scoring.spec import DEFAULT_SORT, SCORE_NAMES, score_label
 from ..scoring.trainings import combine_draws, training_picks
 from .columns import score_family, score_spec
 
@@ -147,9 +147,10 @@ def _heldout_array(r: Record) -> np.ndarray | None:
 
 def _same_scores(a: Record, b: Record) -> bool:
     """Whether two records report the same point scores (within SAME_SCORES) and refuse the same ones."""
-    keys = set(a.score_keys()) | set(b.score_keys())
-    if set(a.refused) != set(b.refused):
+    ka, kb = set(a.score_keys()), set(b.score_keys())
+    if set(a.refused) != set(b.refused) or (ka ^ kb) - set(SCORE_NAMES):  # a score only one genbench version knows
         return False
+    keys = ka | kb
     for k in keys:
         x, y = a.score(k), b.score(k)
         if (x is None) != (y is None) or (x is not None and abs(x - y) > SAME_SCORES):  # type: ignore[operator]

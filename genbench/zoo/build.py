@@ -66,7 +66,7 @@ def build_zoo(recipe: str | Path | Recipe, out: str | Path | None = None, *, lim
     if address is not None and executor != "ray":
         raise GenbenchError(f"address= is the Ray cluster's address; pass executor='ray' with it (got {executor!r})")
     if limit is not None:
-        check_count("--limit", limit)  # before the zoo's folder is made
+        check_count("limit (--limit)", limit)  # before the zoo's folder is made
     where = "given as a Recipe" if isinstance(recipe, Recipe) else str(recipe)
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe, overrides)

@@ -148,7 +148,7 @@ def check_training(k: Any) -> int:
     if isinstance(k, str) and k.strip().isdigit():
         k = int(k)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-        raise GenbenchError(f"--training must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: training K, "
+        raise GenbenchError(f"training (--training) must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: training K, "
                             f"the zoo RECIPE-tK), got {k!r}")
     return int(k)
 

@@ -153,7 +153,7 @@ def import_small_cnn_zoo(folder: str | Path, *, dataset: str | None = None, limi
         if not (folder / f).is_file():
             raise GenbenchError(f"{folder} has no {f}: a Small CNN Zoo folder holds {WEIGHTS}, {METRICS} and {LAYOUT}")
     if limit is not None and limit < 1:
-        raise GenbenchError(f"--limit must be at least 1, got {limit}")
+        raise GenbenchError(f"limit (--limit) must be at least 1, got {limit!r}")
     check_layout(folder / LAYOUT)
     try:
         weights = np.load(folder / WEIGHTS, mmap_mode="r", allow_pickle=False)
