@@ -275,3 +275,41 @@ def test_sorting_by_mse_shows_numbers_that_tell_entries_apart(monkeypatch, tmp_p
     row = next(line for line in out.output.splitlines() if re.match(r"1\s+\S+\s+pgdl\.augment_robustness ", line))
     lo, hi = rec.interval("mse")
     assert f"{rec.score('mse'):.5f} [{lo:.5f}, {hi:.5f}]" in row and "0.00 [0.00, 0.00]" not in out.output
+
+
+def test_a_scalar_that_declares_no_direction_is_marked_no_claim(monkeypatch, tmp_path):
+    """Its ranking k-fold R^2 fits the slope freely where the others' hold it to their claim: every view marks it
+    (terminal `?` with its legend, markdown and csv `no claim`, the page's badge), on a zoo and on the official
+    view. Planted: a shipped scalar's record with its claim taken away."""
+    from genbench.leaderboard.site import write_site
+    from genbench.record import load_records
+    mine = tmp_path / "mine"
+    for zoo in ("mnist1d-demogen", OFFICIAL_ZOOS[0]):
+        rec = json.loads((SHIPPED / zoo / "norm.path.json").read_text())
+        assert rec["scores"]["direction"]["claim"] == "larger_gap"  # the plant needs a checked scalar
+        rec.update(name="my_free", measure="my_free")
+        rec["scores"]["direction"] = {"claim": None, "against": False}
+        for block in (rec["scores"], (rec.get("trainings") or {}).get("combined") or {}):
+            if block:
+                block["values"]["kfold_r2"] += 1e-3  # its own row, not an alias of norm.path
+        (mine / zoo).mkdir(parents=True)
+        (mine / zoo / "my_free.json").write_text(json.dumps(rec))
+    args = ["leaderboard", "--results", str(SHIPPED), "--results", str(mine)]
+    out = run(monkeypatch, [*args, "--zoo", "mnist1d-demogen"], 200, tmp_path)
+    assert out.exit_code == 0, out.output
+    assert re.search(r"^\s*\S+\s+\S*\s*my_free \* \?", out.output, re.M), out.output
+    said = " ".join(out.output.split())
+    assert "? after an entry's name: no claim (a scalar that declares no direction: its slope fitted freely" in said
+    assert "norm.path ?" not in said and "norm.path * ?" not in said  # the declared twin is not marked
+    official = " ".join(run(monkeypatch, args, 200, tmp_path).output.split())
+    assert "my_free * ?" in official and "?: no claim (a scalar that declares no direction" in official
+    md = run(monkeypatch, [*args, "--zoo", "mnist1d-demogen", "--format", "markdown"], 200, tmp_path).output
+    assert "my_free (no claim)" in md and "no claim: the entry's measure is a scalar that declares no direction" in md
+    csv = pd.read_csv(io.StringIO(run(monkeypatch, [*args, "--zoo", "mnist1d-demogen", "--format", "csv"], 200,
+                                      tmp_path).stdout)).set_index("entry")
+    assert csv.loc["my_free", "claim"] == "no claim" and csv.loc["norm.path", "claim"] != "no claim"
+    index = write_site(load_records(SHIPPED) + load_records(mine), tmp_path / "site")
+    assert index.read_text().count('class="badge badge-noclaim"') == 2  # my_free's rows on both zoos, only them
+    entries = index.parent / "entries" / "mnist1d-demogen"
+    assert "badge-noclaim" in (entries / "my_free.html").read_text()
+    assert "badge-noclaim" not in (entries / "norm.path.html").read_text()

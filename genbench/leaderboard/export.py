@@ -70,15 +70,17 @@ class ViewNotes:
     sort: str = DEFAULT_SORT  # the ranking score: the first score column of every view
     verdicts: dict[str, str] = field(default_factory=dict)  # per zoo: the sentence its table opens with
     against: bool = False  # whether an entry shown runs against its claim
+    no_claim: bool = False  # whether an entry shown is a scalar that declares no direction
     audited: bool = False  # whether an entry shown has a fragility verdict
     groups: dict[str, str] = field(default_factory=dict)  # per zoo ranked over trainings: how settled its groups are
 
     def lines(self, *, data: bool = False) -> list[str]:
         """What the view says once: the group rule, what a baseline is (`data`: as csv and json mark it), what
-        "against its claim" means and what the fragility labels mean."""
+        "against its claim" and "no claim" mean and what the fragility labels mean."""
         mark = "baseline=true" if data else BASELINE_RANK + " (rank column)"
         return ([self.group] if self.group else []) + ([f"{mark}: {BASELINE_NOTE}"] if self.baseline else []) + \
-            ([AGAINST_NOTE] if self.against else []) + ([FRAGILITY_LEGEND] if self.audited else [])
+            ([AGAINST_NOTE] if self.against else []) + ([NO_CLAIM_NOTE] if self.no_claim else []) + \
+            ([FRAGILITY_LEGEND] if self.audited else [])
 
     def zoo_lines(self, zoo: str, *, shown: bool = True) -> list[str]:
         """One zoo's lines: its aliases, then its columns without a value (not shown by a table, empty in data)."""
@@ -111,6 +113,7 @@ def view_notes(ranked: Sequence[Record], sort: str = DEFAULT_SORT, keys: Iterabl
         notes.group = group_rule(sort)
     notes.baseline = any(r.baseline for r in ranked)
     notes.against = any(r.against_claim for r in ranked)
+    notes.no_claim = any(claim_text(r) == NO_CLAIM for r in ranked)
     notes.audited = any(r.verdict for r in ranked)
     notes.verdicts = {zoo: v.sentence() for zoo, v in zoo_verdicts(ranked).items()}
     return notes
@@ -161,6 +164,12 @@ AGAINST_NOTE = (f"{AGAINST}: the entry's free slope or Kendall \u03c4 runs again
                 "fold, its free k-fold R\u00b2 is kept as kfold_r2_free")
 
 
+NO_CLAIM = "no claim"
+NO_CLAIM_NOTE = (f"{NO_CLAIM}: the entry's measure is a scalar that declares no direction (higher_means), so its "
+                 "ranking k-fold R\u00b2 fits the slope freely (DEMOGEN's protocol) where the others' hold it to "
+                 "their claim; declare one to be held to it")
+
+
 def claim_text(r: Record) -> str:
     """How an entry stands to its declared direction: against its claim, as claimed, no claim, or '' (not checked:
     a signature, a baseline, a failure)."""
@@ -168,7 +177,7 @@ def claim_text(r: Record) -> str:
     if not d:
         return ""
     if d.get("claim") is None:
-        return "no claim"
+        return NO_CLAIM
     if r.against_claim:  # over trainings: on most of them (Record.against_claim)
         return AGAINST
     return "flat (no direction)" if is_flat(d) else "as claimed"
@@ -201,7 +210,7 @@ def markdown(table: pd.DataFrame, notes: ViewNotes | None = None) -> str:
         rows = []
         for _, r in part.iterrows():
             entry = r["entry"] + (f" (also: {r['aliases']})" if r.get("aliases") else "") + \
-                (f" ({AGAINST})" if r.get("claim") == AGAINST else "")
+                (f" ({r['claim']})" if r.get("claim") in (AGAINST, NO_CLAIM) else "")
             rows.append({"zoo": zoo, "rank": rank_cell(r), "group": rank_text(r["group"]), "entry": entry,
                          **({"submission": r.get("submission") or ""} if subs else {}),
                          **{k: score_cell(r[k], r.get(f"{k}_lo"), r.get(f"{k}_hi"), refused=r.get(f"{k}_refused"),

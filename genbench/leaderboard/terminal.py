@@ -17,7 +17,7 @@ from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
 from ..scoring.spec import MeasureScores, phi_text, score_label
 from ..text import REASON_LIMIT, plain_text, safe_text
 from .columns import score_spec
-from .export import AGAINST, AGAINST_NOTE, NAMING, entry_names, interval_columns, rank_cell, score_columns
+from .export import AGAINST, AGAINST_NOTE, NAMING, NO_CLAIM, entry_names, interval_columns, rank_cell, score_columns
 from .format import BASELINE_RANK, MISSING, Footnotes, number, rank_text, score_cell
 from .standings import aggregate_table, zoo_title
 
@@ -35,6 +35,8 @@ NARROW = ("delta_r2", "tau")  # the scores a narrow terminal shows beside the ra
 FRAGILITY_WIDTH = 11  # the fragility column: its codes on one line ("fv ft fs db")
 LOCAL_MARK = " *"  # after an entry's name in the terminal: the user's own record, not verified
 AGAINST_MARK = " !"  # after an entry's name in the terminal: it runs against its claim
+NO_CLAIM_MARK = " ?"  # after an entry's name: a scalar that declares no direction (its slope fitted freely)
+NO_CLAIM_SHORT = f"{NO_CLAIM} (a scalar that declares no direction: its slope fitted freely, not held to a claim)"
 PROVISIONAL_MARK = " ~"  # after an entry's name: provisional (fewer trainings than the official records)
 PROVISIONAL = ("provisional: scored on fewer trainings of the grid than the official records; ranked by the mean over "
                "its trainings, without a rank group (its record's note names the commands that complete it)")
@@ -94,6 +96,8 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
         say(console, NAMING)
     if "claim" in table and (table["claim"] == AGAINST).any():
         say(console, f"{AGAINST_MARK.strip()} after an entry's name: {AGAINST} (above)")
+    if "claim" in table and (table["claim"] == NO_CLAIM).any():
+        say(console, f"{NO_CLAIM_MARK.strip()} after an entry's name: {NO_CLAIM_SHORT}")
     if "provisional" in table and table["provisional"].astype(bool).any():
         say(console, f"{PROVISIONAL_MARK.strip()} after an entry's name: {PROVISIONAL}")
     if table["local"].any():
@@ -188,10 +192,11 @@ def print_notes(notes: ViewNotes, out: Console, *, per_zoo: bool = False) -> Non
 
 
 def entry_cell(row: pd.Series | dict) -> str:
-    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local) and
-    when it runs against its claim."""
-    return plain_text(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + \
-        (AGAINST_MARK if row.get("claim") == AGAINST else "") + (PROVISIONAL_MARK if row.get("provisional") else "")
+    """An entry's name as the terminal shows it (its measure): marked when the record is the user's own (local),
+    when it runs against its claim or makes none, and when it is provisional."""
+    claim = {AGAINST: AGAINST_MARK, NO_CLAIM: NO_CLAIM_MARK}.get(row.get("claim"), "")
+    return plain_text(row["entry"]) + (LOCAL_MARK if row.get("local") else "") + claim + \
+        (PROVISIONAL_MARK if row.get("provisional") else "")
 
 
 PHI_WIDTH = 7  # the phi column's narrowest: its longest word, "(folds:"
@@ -384,7 +389,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
         for e in order:
             cells = []
             local = any(bool(rows[z][e]["local"]) for z in zoos if e in rows[z])
-            against = any(rows[z][e].get("claim") == AGAINST for z in zoos if e in rows[z])
+            claims = {rows[z][e].get("claim") for z in zoos if e in rows[z]}
+            claim = AGAINST if AGAINST in claims else NO_CLAIM if NO_CLAIM in claims else ""
             provisional = any(bool(rows[z][e].get("provisional")) for z in zoos if e in rows[z])
             for z in zoos:
                 r = rows[z].get(e)
@@ -401,7 +407,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
                 if fragility:
                     cells.append(fragility_code(r["fragility"]))
             m = mean.get(e)
-            t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": AGAINST if against else "",
+            t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": claim,
                                          "provisional": provisional})), *cells,
                       rank_text(m) if m is not None else MISSING)
         return t, foot
@@ -431,6 +437,8 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
         say(console, fragility_key(table[table["zoo"].isin(zoos)], hint=not explain))
     marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
         else []
+    marks += [f"{NO_CLAIM_MARK.strip()}: {NO_CLAIM_SHORT}"] \
+        if "claim" in table and (table["claim"] == NO_CLAIM).any() else []
     marks += [f"{LOCAL_MARK.strip()}: local, your own unverified record"] if table["local"].any() else []
     marks += [f"{PROVISIONAL_MARK.strip()}: provisional, fewer trainings than the official records"] \
         if "provisional" in table and table["provisional"].astype(bool).any() else []

@@ -31,7 +31,7 @@ import genbench as gb
     needs=("train_data",),       # what the context must give: "train_data", "init_weights", "augment"
     citation="genbench submission template",   # the paper the measure comes from (shown on the leaderboard)
     version=1,                   # bump it whenever the function's output changes (it keys the value cache)
-    higher_means="smaller_gap",  # your hypothesis: "larger_gap", "smaller_gap" or None
+    higher_means="smaller_gap",  # your hypothesis: "larger_gap", "smaller_gap" or None (fitted freely: "no claim")
     transform="select",          # phi before regressing: "log", "linear", or "select" (the scorer picks one per fold)
 )
 def logit_margin(ctx: gb.MeasureContext) -> float:
