@@ -48,7 +48,8 @@ SCORES: tuple[Score, ...] = (
           "interval", statistic="regression.cross_validate"),
     Score("mse", "MSE", "MSE", "MSE", "mean squared error of the k-fold held-out predictions of the gap",
           lower_is_better=True, statistic="regression.cross_validate", digits=5),  # squared gaps: about 1e-3
-    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau", "Kendall rank correlation of the measure with the gap",
+    Score("tau", "Kendall \u03c4", "Kendall \u03c4", "tau",
+          "Kendall rank correlation of the measure with the gap (tau-a, as Jiang et al. 2020: ties count 0)",
           statistic="rank.kendall_tau", shown=True, headline=True),
     Score("psi", "\u03a8 (granulated \u03c4)", "\u03a8", "Psi",
           "granulated Kendall \u03c4 averaged over hyperparameter axes", statistic="rank.granulated_psi", shown=True),
