@@ -370,6 +370,37 @@ def test_concurrent_writers_of_a_value_table_keep_every_column(digits_zoo, tmp_p
     assert values_mod.values_lock(path).name == ".values.parquet.lock"
 
 
+def test_values_of_some_models_add_to_the_table_instead_of_emptying_the_measure(digits_zoo, tmp_path):
+    """Planted: `evaluate norm.param --models SOME` left the measure with SOME's values only (every other model
+    without a value, so `score` refused it as too few models); two runs on disjoint models kept the last's. A
+    measure that changed in between (another version) keeps only the new values."""
+    ids = digits_zoo.model_ids
+    half = len(ids) // 2
+    path = tmp_path / "values.parquet"
+    whole = gb.evaluate(["norm.params", "norm.fro_sum"], digits_zoo, progress=False)
+    first = gb.evaluate(["norm.params"], digits_zoo, models=ids[:half], progress=False)
+    second = gb.evaluate(["norm.params"], digits_zoo, models=ids[half:], progress=False)
+    gb.harness.save_values(first, path)
+    gb.harness.save_values(second, path)
+    got = gb.harness.load_values(path).set_index("model_id").loc[ids]
+    assert got["norm.params"].tolist() == whole.set_index("model_id").loc[ids, "norm.params"].tolist()
+    gb.harness.save_values(whole, path)
+    one = second[second["model_id"] == ids[-1]].copy()
+    one.attrs = second.attrs
+    one[["norm.params", "norm.params:error"]] = [float("nan"), "RuntimeError: planted failure"]
+    gb.harness.save_values(one, path)  # one model again, now failing: its row changes, the others stay
+    got = gb.harness.load_values(path).set_index("model_id").loc[ids]
+    assert got["norm.params"].iloc[:-1].tolist() == whole["norm.params"].iloc[:-1].tolist()
+    assert pd.isna(got["norm.params"].iloc[-1]) and got["norm.params:error"].iloc[-1] == "RuntimeError: planted failure"
+    assert got["norm.params:error"].iloc[:-1].isna().all() and got["norm.fro_sum"].notna().all()
+    changed = first.copy()
+    changed.attrs = {**first.attrs, "measures": {"norm.params": {**first.attrs["measures"]["norm.params"],
+                                                                 "version": 99}}}
+    gb.harness.save_values(changed, path)  # another version of the measure: the old values are not mixed in
+    got = gb.harness.load_values(path).set_index("model_id").loc[ids]
+    assert got["norm.params"].notna().sum() == half and got["norm.fro_sum"].notna().all()
+
+
 class Killed(Exception):
     pass
 
