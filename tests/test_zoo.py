@@ -105,6 +105,21 @@ class Killed(Exception):
     pass
 
 
+def test_a_build_limited_then_finished_is_the_zoo_an_uninterrupted_build_makes(nin_zoo, tmp_path):
+    """Planted: `zoo build digits-nin --limit 3` then `zoo build digits-nin` gave a model other weights than one
+    build (the limited build trained the first 3 models as a group of 3, and a group's members share its dropout
+    stream), and `zoo verify` could not see it. The cut models are now trained again with their whole group."""
+    cut = gb.build_zoo("digits-nin", tmp_path / "z", limit=3, progress=False)
+    assert len(cut) == 3
+    assert json.loads((tmp_path / "z" / "zoo.json").read_text())[build_mod.CUT_BY_LIMIT] == cut.model_ids
+    done = gb.build_zoo("digits-nin", tmp_path / "z", progress=False)
+    assert build_mod.CUT_BY_LIMIT not in json.loads((tmp_path / "z" / "zoo.json").read_text())
+    assert done.model_ids == nin_zoo.model_ids  # the rows in the order one build writes them
+    for col in ("checkpoint_sha256", "init_sha256", "train_acc", "test_acc"):
+        assert done.table[col].tolist() == nin_zoo.table[col].tolist(), col
+    assert done.table_sha256 == nin_zoo.table_sha256
+
+
 def test_build_is_deterministic_and_resumes_after_interruption(home, tmp_path, monkeypatch):
     clean = gb.build_zoo("digits-mlp", tmp_path / "clean", limit=12, max_group=4, progress=False)
     calls, crashed = [], []

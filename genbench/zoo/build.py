@@ -29,6 +29,8 @@ from .storage import (DATASET, MANIFEST, Zoo, commit_table, read_manifest, read_
 from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
 
 MAX_GROUP = 64
+CUT_BY_LIMIT = "cut_by_limit"  # manifest: models trained in a group --limit cut short (its members share a dropout
+#                                stream), trained again with their whole group when a later build completes it
 
 
 def recipe_fingerprint(recipe: Recipe) -> str:
@@ -93,17 +95,23 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
     fingerprint = recipe_fingerprint(recipe)
     manifest = _existing_manifest(root, fingerprint)
     recover_table(root, manifest)  # a table commit a crash interrupted: finished, or undone
-    if limit is not None:
-        specs = specs[:limit]
+    plan = plan_groups(specs, max_group)  # on the whole recipe: a group's members share its dropout stream
+    order = {s.model_id: k for k, s in enumerate(s for g in plan for s in g)}
+    wanted = {s.model_id for s in (specs if limit is None else specs[:limit])}
+    specs = [s for s in specs if s.model_id in wanted]
     table = read_table(root)
-    done = set() if table is None else set(table["model_id"])
-    todo = [g for g in plan_groups(specs, max_group) if any(s.model_id not in done for s in g)]
+    cut = set((manifest or {}).get(CUT_BY_LIMIT, []))  # trained in a group --limit cut short: redone when it is whole
+    whole = {s.model_id for g in plan if all(s.model_id in wanted for s in g) for s in g}
+    done = (set() if table is None else set(table["model_id"])) - (cut & whole)
+    todo = [[s for s in g if s.model_id in wanted] for g in plan]
+    todo = [g for g in todo if any(s.model_id not in done for s in g)]
     pool = load_pool(recipe.dataset)
     if manifest is None:
         manifest = _new_manifest(recipe, fingerprint, pool, device)
         if recipe.dataset["name"] in EMBEDDED:
             manifest["files"][DATASET] = save_checkpoint(root / DATASET, pool.tensors(), {"dataset": recipe.dataset["name"]})
         write_json_atomic(root / MANIFEST, manifest)
+    cut_now = {s.model_id for g in todo for s in g if s.model_id not in whole}  # this run's cut groups
     dataset_name = str(recipe.dataset.get("path", recipe.dataset["name"]))
     desc = f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} models to train on {device})"
     if executor == "ray":
@@ -111,18 +119,21 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
                                 progress=progress)
     else:
         finished = _build_local(root, todo, pool, device, dataset_name, done, desc=desc, progress=progress)
-    built_before = 0 if table is None else len(table)
     for rows in finished:
-        table = pd.DataFrame(rows) if table is None else pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
+        new = pd.DataFrame(rows)
+        if table is not None:  # a model trained again (its group is whole now) replaces its row
+            new = pd.concat([table[~table["model_id"].isin(new["model_id"])], new], ignore_index=True)
+        # the rows in plan order, as an uninterrupted local build writes them (Ray tasks finish in any order)
+        table = new.sort_values("model_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
+        written = {r["model_id"] for r in rows}
+        cut = (cut - written) | (written & cut_now)
+        if cut:
+            manifest[CUT_BY_LIMIT] = sorted(cut, key=order.__getitem__)
+        else:
+            manifest.pop(CUT_BY_LIMIT, None)
         manifest["updated"] = _now()
         commit_table(root, table, manifest)  # table and manifest: a crash at any point leaves a zoo to resume
-        done |= {r["model_id"] for r in rows}
-    if executor == "ray" and table is not None and len(table) > built_before:
-        # Ray tasks finish in any order: put this run's rows in the order the local executor writes them
-        plan = {s.model_id: k for k, s in enumerate(s for g in todo for s in g)}
-        new = table.iloc[built_before:].sort_values("model_id", key=lambda ids: ids.map(plan), kind="stable")
-        table = pd.concat([table.iloc[:built_before], new], ignore_index=True)
-        commit_table(root, table, manifest)
+        done |= written
     zoo = Zoo(root)
     write_text_atomic(root / "README.md", dataset_card(zoo))
     return zoo
