@@ -55,17 +55,47 @@ def read_capped(path: str | Path, limit: int, *, what: str = "file", dir_fd: int
     return data
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp)` on a temporary file beside `path`, then rename it into place."""
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc), else set and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _no_space(e: BaseException) -> bool:
+    """Whether a write failed for want of space (an OSError, or a library's own error quoting os error 28)."""
+    return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or \
+        "No space left on device" in str(e) or "Disk quota exceeded" in str(e)
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None], *, mode: int | None = None) -> Path:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it into place. The file gets `mode`, by
+    default the one a plain write would give it (0666 less the umask: a shared zoo or results folder stays
+    readable), not mkstemp's or safetensors' 0600; a write that finds no space left is one GenbenchError naming
+    the file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    mode = 0o666 & ~_umask() if mode is None else mode
     try:
+        os.chmod(tmp, mode)
         write(Path(tmp))
+        os.chmod(tmp, mode)  # a library may have written a new file of its own mode in its place
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if _no_space(e):
+            from .errors import GenbenchError
+            raise GenbenchError(f"no space left on the device to write {path}: free some space (or write to another "
+                                "folder: --out, GENBENCH_HOME) and run the same command again; what was finished is "
+                                "kept") from None
         raise
     return path
 

@@ -700,3 +700,29 @@ def test_a_negative_control_count_is_refused_before_the_audit():
     bad = CliRunner().invoke(app, ["audit", "norm.path", "--control-models", "-1"])
     assert isinstance(bad.exception, GenbenchError), bad.output
     assert str(bad.exception) == "--control-models must be 0 or more (0 skips the rescaling control), got -1"
+
+
+def test_a_plot_write_that_dies_leaves_the_old_plot(tmp_path, monkeypatch):
+    """Planted: `audit --plot p.png` killed while matplotlib wrote left p.png at 0 bytes (savefig wrote in place);
+    the plot is now written beside it and renamed, so the previous plot stays whole."""
+    from pathlib import Path
+
+    import genbench.leaderboard.curves as curves
+
+    class Dying:
+        def savefig(self, target, **kw):
+            Path(target).write_bytes(b"\x89PNG half")
+            raise KeyboardInterrupt
+
+    class Whole:
+        def savefig(self, target, **kw):
+            assert kw["format"] == "png" and Path(target).name != "p.png"  # written beside, then renamed
+            Path(target).write_bytes(b"\x89PNG whole")
+
+    plot = tmp_path / "p.png"
+    monkeypatch.setattr(curves, "curve_figure", lambda *a, **k: Whole())
+    curves.write_curve_plot(None, plot)
+    monkeypatch.setattr(curves, "curve_figure", lambda *a, **k: Dying())
+    with pytest.raises(KeyboardInterrupt):
+        curves.write_curve_plot(None, plot)
+    assert plot.read_bytes() == b"\x89PNG whole" and [p.name for p in tmp_path.iterdir()] == ["p.png"]

@@ -579,3 +579,48 @@ def test_ctrl_c_says_in_one_line_what_is_kept_and_exits_130(digits_zoo, tmp_path
     assert proc.returncode == 130, err
     assert "interrupted: every file is written whole" in " ".join(err.split()) and "Traceback" not in err
     assert not (tmp_path / "v.parquet").exists()  # no value table half-written
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_writes_give_the_mode_a_plain_write_gives(tmp_path, umask, mode):
+    """Planted: every file written atomically (tables, checkpoints, records) was 0600 whatever the umask (mkstemp's
+    mode), so a zoo or results folder shared with others (a Ray cluster's filesystem) was unreadable to them."""
+    import os
+    import stat
+
+    import torch
+
+    from genbench.fileio import write_text_atomic
+    from genbench.zoo.storage import save_checkpoint
+    before = os.umask(umask)
+    try:
+        text = write_text_atomic(tmp_path / "a.json", "{}")
+        ckpt = tmp_path / "m.safetensors"
+        save_checkpoint(ckpt, {"w": torch.zeros(2)}, {"model_id": "m"})
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(plain.stat().st_mode) == mode  # what the atomic writes must match
+    assert stat.S_IMODE(text.stat().st_mode) == mode and stat.S_IMODE(ckpt.stat().st_mode) == mode
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"),
+                                   RuntimeError("Error while serializing: IoError(Os { code: 28, kind: "
+                                                "StorageFull, message: \"No space left on device\" })")])
+def test_a_full_disk_is_one_error_naming_the_file_and_leaves_nothing_behind(tmp_path, error):
+    """Planted: a full disk during a write (an OSError, or safetensors' own error quoting it) came out of every
+    command as a traceback. The temporary file is removed and the old file kept."""
+    from genbench.fileio import atomic_write
+    target = tmp_path / "models.parquet"
+    target.write_text("old")
+
+    def full(tmp):
+        tmp.write_text("half")
+        raise error
+
+    with pytest.raises(GenbenchError, match=rf"no space left on the device to write {re.escape(str(target))}: free"):
+        atomic_write(target, full)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["models.parquet"]
+    with pytest.raises(ValueError, match="another failure"):  # any other failure is left as it is
+        atomic_write(target, lambda tmp: (_ for _ in ()).throw(ValueError("another failure")))

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import GenbenchError
+from ..fileio import atomic_write
 from .svg import Scale, linear_ticks, padded, tick_text
 
 BASE = "base"
@@ -271,15 +272,15 @@ def page_svg(source: Any, *, measure: str = "measure", form: str | None = None) 
 
 
 def write_curve_plot(source: Any, path: str | Path, *, measure: str = "measure", form: str | None = None) -> Path:
-    """Write the figure to `path`, SVG or PNG by its extension."""
+    """Write the figure to `path` atomically (a run killed while writing leaves the old plot), SVG or PNG by its
+    extension."""
     import matplotlib
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise GenbenchError(f"--plot {path}: the extension must be .svg or .png, got {path.suffix or 'none'!r}")
     fig = curve_figure(source, measure=measure, form=form)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "genbench"}):
-        fig.savefig(path, format=fmt, dpi=150 if fmt == "png" else None,
-                    metadata={"Date": None} if fmt == "svg" else {"Software": "genbench"})
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150 if fmt == "png" else None,
+                                                   metadata={"Date": None} if fmt == "svg" else {"Software": "genbench"}))
     return path

@@ -106,11 +106,7 @@ def _write_stored(stored: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
 
-    def write(tmp: Path) -> None:
-        os.chmod(tmp, 0o600)
-        tmp.write_text(json.dumps(stored) + "\n")
-
-    atomic_write(secret_path(), write)
+    atomic_write(secret_path(), lambda tmp: tmp.write_text(json.dumps(stored) + "\n"), mode=0o600)
 
 
 def load_secret(*, required: bool = True) -> Secret | None:
