@@ -6,6 +6,7 @@ from pathlib import Path
 
 BUDGET_S = 300.0                  # seconds per model and measure, as in the PGDL competition
 N_BOOT = 1000                     # bootstrap resamples behind every 95% interval
+MAX_N_BOOT = 100_000              # the most resamples asked for: each is a row of weights over the models (memory)
 SEED = 0                          # the seed of measures' generators and of the bootstrap
 DEFAULT_ZOO = "mnist1d-demogen"   # the embedded default zoo: what the README and a plain submission use
 AUDIT_ZOO = "mnist1d-fragility"   # the zoo with twins and learning curves the fragility audit runs on (MLPs)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import orjson
 
 from . import paths
-from .defaults import AUTO_AUDIT, OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
+from .defaults import AUTO_AUDIT, MAX_N_BOOT, OFFICIAL_ZOOS, SHIPPED_RESULTS, TRAININGS
 from .errors import GenbenchError, did_you_mean
 from .fileio import json_safe, read_capped, write_json_atomic
 from .paths import plain_name, results_dir
@@ -829,7 +829,25 @@ def scores_fault(block: Any, where: str) -> str | None:
             return f"{field} is null and {where}.refused gives no reason"
         if v is not None and (isinstance(v, (bool, str)) or finite(v) is None):
             return f"{field} is {json_kind(v)}, not a finite number"
+        if key in BOUNDED and v is not None and not BOUNDED[key][0] <= v <= BOUNDED[key][1]:
+            return f"{field} is {v:g}, which no {key} can be (it lies in [{BOUNDED[key][0]:g}, {BOUNDED[key][1]:g}])"
+    intervals = _mapping(block.get("intervals")) or {}
+    for key, iv in intervals.items():
+        v, ends = finite(values.get(key)), [finite(e) for e in iv] if isinstance(iv, list) and len(iv) == 2 else []
+        if v is not None and len(ends) == 2 and None not in ends and key not in refused and not (
+                ends[0] - SLACK * (1 + abs(ends[0])) <= v <= ends[1] + SLACK * (1 + abs(ends[1]))):
+            return (f"{where}.values.{plain_text(key, limit=60)} {v:g} lies outside its own interval [{ends[0]:g}, "
+                    f"{ends[1]:g}]: genbench refuses such a score and never writes one")
+    n_boot = (_mapping(block.get("bootstrap")) or {}).get("n_boot")
+    if isinstance(n_boot, (int, float)) and not isinstance(n_boot, bool) and n_boot > MAX_N_BOOT:
+        return f"{where}.bootstrap.n_boot is {n_boot:g}, above the {MAX_N_BOOT} resamples genbench draws at most"
     return None
+
+
+BOUNDED = {"kfold_r2": (-math.inf, 1.0), "kfold_r2_free": (-math.inf, 1.0), "adj_r2": (-math.inf, 1.0),
+           "tau": (-1.0, 1.0), "psi": (-1.0, 1.0), "sign_error_worst": (0.0, 1.0), "sign_error_p90": (0.0, 1.0),
+           "sign_error_mean": (0.0, 1.0)}  # the scores a record cannot hold outside these (a hand-edited record)
+SLACK = 1e-9  # an estimate this close to its interval's end is inside it (floating point)
 
 
 PER_MODEL = ("gap", "prediction", "value", "error")  # the values block's lists of one entry per model

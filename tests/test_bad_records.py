@@ -170,6 +170,14 @@ SCORE_DAMAGE = {
     "no scores.values": (lambda rec: rec["scores"].pop("values"), "scores.values is missing"),
     "combined NaN": (lambda rec: rec.__setitem__("trainings", {"combined": {"values": {"kfold_r2": float("nan")}}}),
                      "trainings.combined.values.kfold_r2 is NaN"),
+    # hand-edited: ranked first with "k-fold R2 5.000", or with a score its own interval does not hold
+    "R2 of 5": (_score(5.0), "scores.values.kfold_r2 is 5, which no kfold_r2 can be (it lies in [-inf, 1])"),
+    "tau of 2": (lambda rec: rec["scores"]["values"].__setitem__("tau", 2.0), "scores.values.tau is 2, which no tau"),
+    "outside its interval": (lambda rec: rec["scores"]["intervals"].__setitem__("kfold_r2", [-0.5, -0.4]),
+                             "lies outside its own interval [-0.5, -0.4]: genbench refuses such a score"),
+    # the views draw the record's resamples again: 10**12 of them asked numpy for terabytes
+    "n_boot 1e12": (lambda rec: rec["scores"]["bootstrap"].__setitem__("n_boot", 10**12),
+                    "scores.bootstrap.n_boot is 1e+12, above the 100000 resamples genbench draws at most"),
 }
 
 

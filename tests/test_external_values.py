@@ -150,6 +150,11 @@ def test_seed_and_id_columns_are_used(tmp_path):
     (lambda d: d.assign(**{"hp.wd": np.arange(len(d)) * 1e-4}), [], "more than 20 levels"),
     (lambda d: d.rename(columns={"complexity.noise": "complexity.good"}), [], "more than once"),
     (lambda d: d.head(2), [], "2 model(s) with values, and nothing can be scored on fewer than 3 (one row per model)"),
+    # the pattern matched the target only: scored nothing, and replaced the table's earlier records
+    (lambda d: d[[c for c in d.columns if not c.startswith("complexity.")]].rename(columns={"gen.gap": "complexity.gap"}),
+     ["--target", "complexity.gap"], "'complexity.*' match(es) no measure column, only the target 'complexity.gap'"),
+    (None, ["--higher-means", "complexity.good=larger_gap", "--higher-means", "complexity.good=smaller_gap"],
+     "--higher-means gives complexity.good two directions, larger_gap and smaller_gap: give one"),
 ])
 def test_bad_tables_get_one_clear_line_and_nothing_written(tmp_path, change, argv, message):
     df = dziugaite_table()

@@ -251,6 +251,7 @@ def test_submit_refuses_invalid_budgets_before_anything_runs_and_keeps_the_good_
                                    "--no-audit", f"{flag}={value}"])
     assert isinstance(out.exception, GenbenchError), out.output
     assert flag in str(out.exception) and "must be" in str(out.exception)
+    assert ("of GB" in str(out.exception)) == (flag == "--memory-gb")  # a memory cap is no number of seconds
     assert _files(results) == before and good.is_file()
 
 
@@ -293,6 +294,12 @@ def test_the_api_and_every_command_refuse_invalid_budgets_and_counts(tmp_path):
         assert isinstance(out.exception, GenbenchError), (command, out.output)
         assert "--no-audit skips the fragility audit and --audit-zoo mnist1d-fragility names a zoo for it: give one " \
                "of the two" in str(out.exception)
+        # an audit zoo that is not here: said at once (it was scored, written, and noted "not audited (unknown zoo)")
+        out = runner.invoke(app, [*command, "--zoo", "nowhere", "--audit-zoo", "mnist1d-fragilty", "--results",
+                                  str(results)])
+        assert isinstance(out.exception, GenbenchError), (command, out.output)
+        assert str(out.exception).startswith("--audit-zoo mnist1d-fragilty: unknown zoo 'mnist1d-fragilty'. Did you "
+                                             "mean 'mnist1d-fragility'"), str(out.exception)
     assert _files(results) == before
 
 

@@ -92,6 +92,15 @@ BASE = {"name": "r", "dataset": {"name": "digits"}, "family": "mlp", "grid": {"w
     ({"grid": {"width": [8, 8]}}, r"distinct values"),
     ({"twins": [{"name": "x", "scale": {"lrr": 10}}]}, r"unknown training key of twins\[0\] \(x\) 'lrr'. Did you mean 'lr'"),
     ({"extra": 1}, r"top-level key"),
+    # trained as whole numbers: 2.5 epochs trained 2 while the table said 2.5 (baseline.hparams read that)
+    ({"train": {"epochs": 2.5}}, r"key 'train.epochs': expected a whole number, got 2.5"),
+    ({"grid": {"width": [8], "batch_size": [32, 2.5]}}, r"key 'train.batch_size': expected a whole number, got 2.5"),
+    ({"train": {"lr": float("nan")}}, r"key 'train.lr': expected a positive number, got nan"),
+    ({"train": {"epochs": "1e9"}}, r"expected a positive number \(YAML reads 1e9 as text: write 1.0e9\)"),
+    # a traceback from int() or, for a milestone, one from inside training after it had started
+    ({"seed": "abc"}, r"key 'seed': expected a whole number, got 'abc'"),
+    ({"version": 1.5}, r"key 'version': expected a whole number, got 1.5"),
+    ({"train": {"lr_milestones": ["abc"]}}, r"key 'train.lr_milestones': expected a list of epochs \(whole numbers"),
 ])
 def test_malformed_recipes_name_the_key(change, message):
     with pytest.raises(GenbenchError, match=message):
@@ -108,6 +117,8 @@ def test_missing_key_and_unknown_recipe():
 def test_overrides_apply_dotted_keys():
     r = load_recipe("digits-mlp", {"train.epochs": 2, "grid.width": [4]})
     assert r.train["epochs"] == 2 and r.grid["width"] == [4]
+    with pytest.raises(GenbenchError, match=r"digits-mlp.yaml with the overrides \(--set\) train.lr: key 'train.lr'"):
+        load_recipe("digits-mlp", {"train.lr": float("nan")})  # the override is wrong, not the recipe file
 
 
 # ---------------------------------------------------------------- the one audit-zoo rule

@@ -833,3 +833,27 @@ def test_scores_read_as_a_table_best_first(zoo):
     assert f"{kf:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2]
     d, (lo, hi) = s["a.good"].values["delta_r2"], s["a.good"].intervals["delta_r2"]
     assert f"{d:.3f} [{lo:.3f}, {hi:.3f}]" in lines[2] and "as claimed" in lines[2]
+
+
+def test_a_resample_count_memory_cannot_hold_is_refused_in_one_line():
+    """Planted: `score --n-boot 99999999999` (or a record asking for it) ended in numpy's MemoryError ('Unable to
+    allocate 157. TiB'); the count is refused with the cap and the default, and the cap itself still works."""
+    from genbench.defaults import MAX_N_BOOT
+    from genbench.errors import GenbenchError
+    from genbench.scoring.resample import resample_weights
+    with pytest.raises(GenbenchError, match=rf"n_boot \(--n-boot\) is at most {MAX_N_BOOT} .*got 99999999999"):
+        resample_weights(216, table_sha256="0" * 64, seed=0, n_boot=99_999_999_999)
+    assert resample_weights(3, table_sha256="0" * 64, seed=0, n_boot=MAX_N_BOOT).shape == (MAX_N_BOOT, 3)
+
+
+def test_a_value_that_is_no_number_is_named_not_a_numpy_traceback(digits_zoo):
+    """Planted: a value table whose measure column holds 'abc' (a table from a script) ended in numpy's 'could not
+    convert string to float'; the column, the value and its model are named."""
+    import genbench as gb
+    from genbench.errors import GenbenchError
+    df = gb.evaluate(["norm.params"], digits_zoo, progress=False)
+    df["norm.params"] = df["norm.params"].astype(object)
+    df.loc[2, "norm.params"] = "abc"
+    with pytest.raises(GenbenchError, match=rf"column 'norm.params' holds 'abc' for model "
+                                            rf"'{re.escape(df.loc[2, 'model_id'])}', which is no number"):
+        gb.score(df, digits_zoo, n_boot=20)

@@ -313,3 +313,17 @@ def test_a_scalar_that_declares_no_direction_is_marked_no_claim(monkeypatch, tmp
     entries = index.parent / "entries" / "mnist1d-demogen"
     assert "badge-noclaim" in (entries / "my_free.html").read_text()
     assert "badge-noclaim" not in (entries / "norm.path.html").read_text()
+
+
+@pytest.mark.parametrize("columns, kept", [("0", False), ("-3", False), ("abc", False), ("", False), ("120", True)])
+def test_a_width_that_is_none_is_forgotten(monkeypatch, columns, kept):
+    """Planted: COLUMNS=0 made every command print nothing at all, errors included (rich wrapped each line to
+    width 0); such a COLUMNS is forgotten and the console measures the terminal."""
+    from rich.console import Console
+
+    from genbench.cli.app import drop_bad_width
+    monkeypatch.setenv("COLUMNS", columns)
+    drop_bad_width()
+    import os
+    assert ("COLUMNS" in os.environ) == kept
+    assert Console().width == 120 if kept else Console().width > 0

@@ -223,8 +223,11 @@ def _score_external(measures: list[str], path: Path, *, target: str, hparams: Op
     for pair in higher_means:
         if "=" not in pair:
             raise GenbenchError(f"--higher-means takes COLUMN=larger_gap or COLUMN=smaller_gap, got {pair!r}")
-        column, direction = pair.split("=", 1)
-        pairs[column.strip()] = direction.strip()
+        column, direction = (part.strip() for part in pair.split("=", 1))
+        if pairs.get(column, direction) != direction:
+            raise GenbenchError(f"--higher-means gives {column} two directions, {pairs[column]} and {direction}: "
+                                "give one")
+        pairs[column] = direction
     vt = read_value_table(path, measures=measures, target=target, hparams=hparams, id_column=id_column, name=name,
                           test_size=test_size, higher_means=pairs)
     too_few(len(vt.zoo), str(path), "one row per model")

@@ -1,6 +1,7 @@
 """The `genbench` command's typer apps, the root and its groups, and the one console; cli/'s modules add commands."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -80,4 +81,15 @@ app.add_typer(measures_app, name="measures")
 leaderboard_app = typer.Typer(help="Rank the scored measures (the table, a web page), compute and publish result "
                                    "records.", invoke_without_command=True)
 app.add_typer(leaderboard_app, name="leaderboard")
+
+
+def drop_bad_width() -> None:
+    """Forget a COLUMNS that is no positive width (COLUMNS=0 made rich wrap every line, errors included, to nothing)
+    so the console measures the terminal instead."""
+    width = os.environ.get("COLUMNS")
+    if width is not None and not (width.strip().isdigit() and int(width) > 0):
+        del os.environ["COLUMNS"]
+
+
+drop_bad_width()
 console = Console()

@@ -63,7 +63,14 @@ def audit_choice(no_audit: bool, audit_zoo: str | None) -> str | None:
     if no_audit and audit_zoo not in (AUTO_AUDIT, "", None):
         raise GenbenchError(f"--no-audit skips the fragility audit and --audit-zoo {audit_zoo} names a zoo for it: "
                             "give one of the two")
-    return None if no_audit or not audit_zoo else audit_zoo
+    chosen = None if no_audit or not audit_zoo else audit_zoo
+    if chosen not in (None, AUTO_AUDIT) and not str(chosen).startswith("hf://"):
+        from ..zoo.storage import load_zoo  # a zoo that is not here: said before the scoring, not after it
+        try:
+            load_zoo(chosen)
+        except GenbenchError as e:
+            raise GenbenchError(f"--audit-zoo {chosen}: {e}") from None
+    return chosen
 
 
 def overrides(pairs: list[str]) -> dict:

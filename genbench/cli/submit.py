@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT
-from ..errors import GenbenchError
+from ..errors import GenbenchError, is_positive
 from ..leaderboard.format import DIGITS, number
 from ..paths import check_writable
 from .app import app, console
@@ -45,8 +45,10 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
     from ..record import Record
     from ..text import plain_text, safe_text
 
-    check_limits(seconds={"--budget-s": budget_s, "--memory-gb": memory_gb, "--timeout-s": timeout_s},
+    check_limits(seconds={"--budget-s": budget_s, "--timeout-s": timeout_s},
                   counts={"--n-boot": n_boot})  # submit() checks them too; here before anything is printed
+    if not is_positive(memory_gb):
+        raise GenbenchError(f"--memory-gb must be a positive finite number of GB, got {memory_gb!r}")
     audit_zoo = audit_choice(no_audit, audit_zoo)
     sub = load_submission(folder)
     choice = choose_zoos(sub, zoo)

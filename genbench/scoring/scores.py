@@ -107,7 +107,18 @@ def measure_matrix(values: pd.DataFrame, name: str) -> np.ndarray:
     if not cols:
         raise GenbenchError(f"the value table has no column for measure {name!r}; "
                             f"run `genbench evaluate {name} --zoo ZOO` first")
-    return values[cols].to_numpy(dtype=float)
+    try:
+        return values[cols].to_numpy(dtype=float)
+    except (TypeError, ValueError):  # a value that is no number: name it, not numpy's conversion
+        for c in cols:
+            bad = pd.to_numeric(values[c], errors="coerce").isna() & values[c].notna()
+            if bad.any():
+                row = values.index.get_loc(bad.idxmax())
+                model = values["model_id"].iloc[row] if "model_id" in values else row
+                raise GenbenchError(f"the value table's column {c!r} holds {values[c].iloc[row]!r} for model "
+                                    f"{model!r}, which is no number: a value table holds numbers (a failure is "
+                                    "NaN, its reason in the NAME:error column)") from None
+        raise
 
 
 def grid_table(zoo: Zoo, ids: list[str]) -> pd.DataFrame:

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import hashlib
 import itertools
+import math
 import numbers
 import os
 from collections.abc import Mapping
@@ -220,7 +221,8 @@ def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | Non
                             f"got {type(overrides).__name__} {overrides!r}")
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value, path)
-    return parse_recipe(raw, text=text, where=str(path))
+    where = str(path) + (f" with the overrides (--set) {', '.join(map(str, overrides))}" if overrides else "")
+    return parse_recipe(raw, text=text, where=where)
 
 
 def _set_dotted(raw: dict[str, Any], key: str, value: Any, where: Path) -> None:
@@ -285,6 +287,10 @@ def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
             if k not in TRAIN_DEFAULTS:
                 raise did_you_mean(k, TRAIN_DEFAULTS, what=f"training key of twins[{i}] ({t['name']})",
                                    hint=f"(in {where})")
+    for key, default in (("version", 1), ("seed", 0)):
+        v = raw.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad(key, "a whole number", v)
     recipe = Recipe(name=raw["name"], version=int(raw.get("version", 1)), description=str(raw.get("description", "")),
                     seed=int(raw.get("seed", 0)), dataset=dict(raw["dataset"]), family=raw["family"], arch=dict(arch),
                     grid={k: list(v) for k, v in grid.items()}, train=train, twins=list(twins), text=text)
@@ -300,11 +306,16 @@ def _check_train(train: dict[str, Any], grid: dict[str, list[Any]], bad) -> None
             raise bad("train.optimizer", f"one of {OPTIMIZERS}", opt)
     for key in ("lr", "batch_size", "epochs"):
         for v in grid.get(key, [train[key]]):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-                raise bad(f"train.{key}", "a positive number", v)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+                raise bad(f"train.{key}", "a positive number" + (" (YAML reads 1e9 as text: write 1.0e9)"
+                                                                 if isinstance(v, str) else ""), v)
+            if key != "lr" and not isinstance(v, int):  # trained as int(v): the table would record another number
+                raise bad(f"train.{key}", "a whole number", v)
     stop = train["stop"]
     if stop is not None and (not isinstance(stop, dict) or stop.get("metric") not in ("train_acc", "train_loss")
                              or not isinstance(stop.get("threshold"), (int, float))):
         raise bad("train.stop", "null or {metric: train_acc|train_loss, threshold: number}", stop)
-    if not isinstance(train["lr_milestones"], list):
-        raise bad("train.lr_milestones", "a list of epochs", train["lr_milestones"])
+    milestones = train["lr_milestones"]
+    if not isinstance(milestones, list) or not all(isinstance(m, int) and not isinstance(m, bool) and m >= 1
+                                                   for m in milestones):
+        raise bad("train.lr_milestones", "a list of epochs (whole numbers >= 1)", milestones)

@@ -175,6 +175,9 @@ def read_value_table(path: str | Path, *, measures: list[str], target: str, hpar
         raise GenbenchError(f"{path} has no hyperparameter column: name them with --hparams (globs allowed), or "
                             "prefix their names with 'hp.'")
     wanted = [c for c in match_columns(measures, columns, what="measure") if c not in (target, id_column)]
+    if not wanted:  # scored, nothing would still replace the table's earlier records
+        raise GenbenchError(f"{path}: {', '.join(map(repr, measures))} match(es) no measure column, only the target "
+                            f"{target!r} or the id column: name the measure columns to score")
     overlap = [c for c in wanted if c in hp_cols or c == seed_col]
     if overlap:
         raise GenbenchError(f"columns {overlap} are named both as measures and as hyperparameters; name each once")
