@@ -1118,6 +1118,7 @@ def shown_records(results: Iterable[str | Path] | None = None, zoo: str | None =
         zoos = sorted({rec.zoo_name for rec, _, _ in seen.values()})
         where = ", ".join(map(str, folders))
         also = f" ({len(skipped)} file(s) skipped; the first: {skipped[0]})" if skipped else ""
-        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}" if zoo else
+        raise GenbenchError(f"no records for zoo {zoo!r} in {where}; zoos with records: {zoos}{also}"
+                            if zoo is not None else
                             f"no result records in {where}{also}")
     return records

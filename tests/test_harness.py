@@ -398,3 +398,21 @@ def test_measures_check_says_it_builds_its_test_zoo_first_and_how_long_it_took(d
     monkeypatch.undo()
     out = CliRunner().invoke(app, ["measures", "check", "norm.params", "--device", "cpu"])  # built: nothing said
     assert out.exit_code == 0 and "building" not in out.output
+
+
+def test_an_evaluation_where_every_model_failed_fails_and_no_cache_is_said(digits_zoo, tmp_path):
+    """Planted: `evaluate ... --budget-s 1e-9` exited 0 with every model failed, which a script reads as done; and
+    --no-cache printed the caption about values read from the cache."""
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    out = CliRunner().invoke(app, ["evaluate", "norm.params", "--zoo", str(digits_zoo.root), "--budget-s", "1e-9",
+                                   "--no-cache", "--out", str(tmp_path / "v.parquet")])
+    said = " ".join(out.output.split())
+    assert out.exit_code == 1 and "no value was computed: every model failed" in said, said
+    assert "over budget" in said and "--no-cache: every value computed again" in said
+    assert (tmp_path / "v.parquet").is_file()  # each model's failure is kept
+    ok = CliRunner().invoke(app, ["evaluate", "norm.params", "--zoo", str(digits_zoo.root), "--out",
+                                  str(tmp_path / "w.parquet")])
+    said = " ".join(ok.output.split())
+    assert ok.exit_code == 0 and "no value was computed" not in said and "cached: values read from the value" in said

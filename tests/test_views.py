@@ -308,7 +308,8 @@ def test_a_scalar_that_declares_no_direction_is_marked_no_claim(monkeypatch, tmp
     csv = pd.read_csv(io.StringIO(run(monkeypatch, [*args, "--zoo", "mnist1d-demogen", "--format", "csv"], 200,
                                       tmp_path).stdout)).set_index("entry")
     assert csv.loc["my_free", "claim"] == "no claim" and csv.loc["norm.path", "claim"] != "no claim"
-    index = write_site(load_records(SHIPPED) + load_records(mine), tmp_path / "site")
+    shipped = [r for z in ("mnist1d-demogen", OFFICIAL_ZOOS[0]) for r in load_records(SHIPPED, z)]
+    index = write_site(shipped + load_records(mine), tmp_path / "site")
     assert index.read_text().count('class="badge badge-noclaim"') == 2  # my_free's rows on both zoos, only them
     entries = index.parent / "entries" / "mnist1d-demogen"
     assert "badge-noclaim" in (entries / "my_free.html").read_text()
@@ -327,3 +328,16 @@ def test_a_width_that_is_none_is_forgotten(monkeypatch, columns, kept):
     import os
     assert ("COLUMNS" in os.environ) == kept
     assert Console().width == 120 if kept else Console().width > 0
+
+
+def test_small_cli_messages_say_what_was_asked(monkeypatch, tmp_path):
+    """Planted, each: `leaderboard --sort tau` said 'rank: by k-fold R^2'; `leaderboard --zoo ''` said the shipped
+    folder held no records; `audit 'norm.*'` offered close names as for a typo."""
+    out = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--sort", "tau"], 200, tmp_path)
+    assert out.exit_code == 0 and "rank: by tau on each zoo" in out.output and "rank: by k-fold" not in out.output
+    assert "rank: by k-fold R^2 on each zoo" in run(monkeypatch, ["leaderboard", "--results", str(SHIPPED)], 200,
+                                                    tmp_path).output
+    empty = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--zoo", ""], 200, tmp_path)
+    assert str(empty.exception).startswith(f"no records for zoo '' in {SHIPPED}; zoos with records: [")
+    glob = run(monkeypatch, ["audit", "norm.*"], 200, tmp_path)
+    assert str(glob.exception).startswith("audit takes one measure, not the pattern 'norm.*'")

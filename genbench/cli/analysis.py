@@ -1,6 +1,7 @@
 """`genbench evaluate`, `score` and `audit`: a zoo's values, their scores and a measure's fragility audit."""
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -55,7 +56,8 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     t = Table(Column("measure", min_width=max(map(len, names), default=7), no_wrap=True),  # never cut a name short
               "kind", "ok", "failed", "cached", "seconds", title=f"{z.name}: {len(df)} models",
               caption="cached: values read from the value cache (computed before by the same measure version and "
-              "source on the same checkpoints); --no-cache recomputes them")
+              "source on the same checkpoints); --no-cache recomputes them" if not no_cache else
+              "--no-cache: every value computed again, none read from the value cache")
     failures = []
     for name, info in df.attrs["measures"].items():
         errors = df[f"{name}:error"]
@@ -69,6 +71,10 @@ def evaluate_cmd(measures: list[str] = typer.Argument(..., help="measure names o
     for line in failures:  # below the table, whole: a column would cut them to a few letters on a narrow terminal
         console.print(line, markup=False, highlight=False)
     console.print(f"values: {path}")
+    if len(df) and all(df[f"{name}:error"].notna().all() for name in names):  # each model's failure is kept, but a
+        console.print("no value was computed: every model failed (the first failures above); the command fails",
+                      markup=False, highlight=False)  # run that computed nothing is no success for a script
+        raise typer.Exit(1)
 
 
 @app.command("score", epilog="Example: genbench score 'margin.*' --zoo mnist1d-demogen")
@@ -282,6 +288,9 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
         raise GenbenchError(f"--control-models must be 0 or more (0 skips the rescaling control), got {control_models}")
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise GenbenchError(f"--plot {plot}: the extension must be .svg or .png, got {plot.suffix or 'none'!r}")
+    if any(c in measure for c in "*?["):
+        raise GenbenchError(f"audit takes one measure, not the pattern {measure!r}: e.g. `genbench audit norm.path`; "
+                            f"`genbench leaderboard run {shlex.quote(measure)}` audits each measure it matches")
     get_measure(measure)  # an unknown name first, with its suggestions
     z = load_zoo(zoo)
     if not has_twins(z):

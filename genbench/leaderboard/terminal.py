@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ..defaults import AGGREGATE_RULE, SHIPPED_RESULTS
-from ..scoring.spec import MeasureScores, phi_text, score_label
+from ..scoring.spec import DEFAULT_SORT, MeasureScores, phi_text, score_label
 from ..text import REASON_LIMIT, plain_text, safe_text
 from .columns import score_spec
 from .export import AGAINST, AGAINST_NOTE, NAMING, NO_CLAIM, entry_names, interval_columns, rank_cell, score_columns
@@ -89,7 +89,7 @@ def print_leaderboard(console: Console, table: pd.DataFrame, ranked: list[Record
     if explain:
         print_notes(notes, console)
     else:
-        say(console, SHORT_LEGEND + ("; group: " + notes.group.split(": ", 1)[-1] if notes.group else ""))
+        say(console, short_legend(notes.sort) + ("; group: " + notes.group.split(": ", 1)[-1] if notes.group else ""))
     if notes.audited:
         say(console, fragility_key(table, hint=not explain))
     if explain and "submission" in table and table["submission"].astype(bool).any():
@@ -351,6 +351,11 @@ SHORT_LEGEND = ("rank: by k-fold R^2 on each zoo, 1 = best (=N: tied, the same s
                 "adds: what the entry adds to the recipe (baseline.hparams), 95% paired interval")
 
 
+def short_legend(sort: str) -> str:
+    """SHORT_LEGEND for a view ranked by `sort` (--sort tau ranks by Kendall tau, not k-fold R^2)."""
+    return SHORT_LEGEND if sort == DEFAULT_SORT else SHORT_LEGEND.replace("k-fold R^2", score_spec(sort).ascii, 1)
+
+
 def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], sort: str, notes: ViewNotes,
                   zoos: Sequence[str], *, explain: bool = False) -> None:
     """The official zoos at a glance: each zoo's verdict, then one table with a row per entry (best mean rank first)
@@ -432,7 +437,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
                 f"{entry_cell(r)}: {plain_text(r['failure'] or 'no reason recorded', limit=REASON_LIMIT)}"
                 for _, r in failed.iterrows()),
                 indent=2)
-    say(console, SHORT_LEGEND)
+    say(console, short_legend(sort))
     if shape[2]:
         say(console, fragility_key(table[table["zoo"].isin(zoos)], hint=not explain))
     marks = [f"{AGAINST_MARK.strip()}: {AGAINST} on a zoo"] if "claim" in table and (table["claim"] == AGAINST).any() \
