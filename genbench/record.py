@@ -829,8 +829,32 @@ def scores_fault(block: Any, where: str) -> str | None:
             return f"{field} is null and {where}.refused gives no reason"
         if v is not None and (isinstance(v, (bool, str)) or finite(v) is None):
             return f"{field} is {json_kind(v)}, not a finite number"
+    return None
+
+
+def implausible(rec: Record) -> str | None:
+    """What no record genbench writes holds (a hand-edited one: ranked first with "k-fold R2 5.000"), in one phrase
+    that names the field; None: nothing. The views skip such a record; `verify` still reads it, to show what
+    differs. A score beyond the range its statistic has, a score outside its own interval (genbench refuses those),
+    more bootstrap resamples than genbench draws (the views draw them again)."""
+    if rec.status != "ok":
+        return None
+    combined = rec.trainings.get("combined")
+    for where, block in (("scores", rec.scores), ("trainings.combined", combined)):
+        if isinstance(block, Mapping):
+            fault = _implausible_block(block, where)
+            if fault:
+                return fault
+    return None
+
+
+def _implausible_block(block: Mapping[str, Any], where: str) -> str | None:
+    values, refused = _mapping(block.get("values")) or {}, _mapping(block.get("refused")) or {}
+    for key, raw in values.items():
+        v = finite(raw)
         if key in BOUNDED and v is not None and not BOUNDED[key][0] <= v <= BOUNDED[key][1]:
-            return f"{field} is {v:g}, which no {key} can be (it lies in [{BOUNDED[key][0]:g}, {BOUNDED[key][1]:g}])"
+            return (f"{where}.values.{key} is {v:g}, which no {key} can be (it lies in [{BOUNDED[key][0]:g}, "
+                    f"{BOUNDED[key][1]:g}])")
     intervals = _mapping(block.get("intervals")) or {}
     for key, iv in intervals.items():
         v, ends = finite(values.get(key)), [finite(e) for e in iv] if isinstance(iv, list) and len(iv) == 2 else []
@@ -1024,6 +1048,11 @@ def load_records(root: str | Path | None = None, zoo: str | None = None, *,
         if where != p:
             why.append(f"skipped {p}: it is the record of entry {excerpt(rec.name)} on zoo {excerpt(rec.zoo_name)}, "
                        f"whose place is {where}; move it there or remove it")
+            continue
+        odd = implausible(rec)
+        if odd:
+            why.append(f"skipped: {p} is an implausible result record: {odd} (was it edited?); regenerate it with "
+                       f"`{regenerate_command(rec.data)}`, or remove the file")
             continue
         recs.append(rec)
     if len(old) == 1:

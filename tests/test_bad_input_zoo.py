@@ -108,6 +108,24 @@ def test_a_manifest_that_is_not_utf8_is_refused_as_invalid_json_is(digits_zoo, t
     assert _refused(["zoo", "build", "digits-mlp", "--out", str(broken)]) == _refused(["zoo", "info", str(broken)])
 
 
+@pytest.mark.parametrize("field, value", [("num_classes", "ten"), ("num_classes", 1), ("test_size", -1),
+                                          ("in_shape", [64, "x"])])
+def test_an_edited_manifest_field_is_refused_by_info_and_verify(digits_zoo, tmp_path, field, value):
+    """Planted: `"num_classes": "ten"` passed `zoo info` and `zoo verify` ("all files match"), then every model
+    failed in evaluate with int()'s message, naming neither the field nor the file."""
+    import json
+    edited = tmp_path / "edited"
+    shutil.copytree(digits_zoo.root, edited)
+    manifest = json.loads((edited / MANIFEST).read_text())
+    manifest[field] = value
+    (edited / MANIFEST).write_text(json.dumps(manifest))
+    for command in (["zoo", "info", str(edited)], ["zoo", "verify", str(edited)]):
+        assert _refused(command) == (f"{edited / MANIFEST}: its field {field} is {value!r}, not "
+                                     + ("a list of whole numbers >= 1" if field == "in_shape" else
+                                        f"a whole number >= {2 if field == 'num_classes' else 0}")
+                                     + " (was it edited?); rebuild or re-download the zoo"), command
+
+
 @pytest.mark.parametrize("name, says", [
     ("demogen-nin-mnist1d-t99", "no shipped training 99 of demogen-nin-mnist1d (shipped: -t1, -t2); build it with "
                                 "`genbench zoo build demogen-nin-mnist1d --training 99`"),

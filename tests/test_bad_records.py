@@ -170,7 +170,8 @@ SCORE_DAMAGE = {
     "no scores.values": (lambda rec: rec["scores"].pop("values"), "scores.values is missing"),
     "combined NaN": (lambda rec: rec.__setitem__("trainings", {"combined": {"values": {"kfold_r2": float("nan")}}}),
                      "trainings.combined.values.kfold_r2 is NaN"),
-    # hand-edited: ranked first with "k-fold R2 5.000", or with a score its own interval does not hold
+}
+IMPLAUSIBLE = {  # hand-edited: ranked first with "k-fold R2 5.000", or with a score its own interval does not hold
     "R2 of 5": (_score(5.0), "scores.values.kfold_r2 is 5, which no kfold_r2 can be (it lies in [-inf, 1])"),
     "tau of 2": (lambda rec: rec["scores"]["values"].__setitem__("tau", 2.0), "scores.values.tau is 2, which no tau"),
     "outside its interval": (lambda rec: rec["scores"]["intervals"].__setitem__("kfold_r2", [-0.5, -0.4]),
@@ -179,6 +180,18 @@ SCORE_DAMAGE = {
     "n_boot 1e12": (lambda rec: rec["scores"]["bootstrap"].__setitem__("n_boot", 10**12),
                     "scores.bootstrap.n_boot is 1e+12, above the 100000 resamples genbench draws at most"),
 }
+
+
+@pytest.mark.parametrize("damage", IMPLAUSIBLE)
+def test_an_implausible_record_is_skipped_by_the_views_and_read_by_verify(tmp_path, damage):
+    """A record no genbench writes (hand-edited) is skipped with the field named, the others ranked; Record.read,
+    which `verify` uses to show what differs, still reads it."""
+    root, path, _ = _skipped_once(tmp_path, *IMPLAUSIBLE[damage])
+    out = CliRunner().invoke(app, ["leaderboard", "--all", "--results", str(root)])
+    said = _output(out)
+    assert out.exit_code == 0 and _has(said, f"warning: skipped: {path} is an implausible result record"), said
+    assert "(was it edited?)" in said and "norm.params" in said and "norm.fro_sum" in said
+    assert Record.read(path).name == BAD
 
 
 @pytest.mark.parametrize("damage", SCORE_DAMAGE)

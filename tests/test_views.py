@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -119,6 +120,13 @@ def test_a_local_record_with_the_scores_of_an_audited_shipped_one_does_not_hide_
     other = run(monkeypatch, ["leaderboard", "--results", str(SHIPPED), "--results", str(tmp_path / "mine"), "--zoo",
                               "demogen-nin-mnist1d", "--format", "csv"], 200, tmp_path)
     assert other.exit_code == 0 and "mnist1d-demogen" not in other.stderr
+    # --mine where the user's only record repeats a shipped one: it said "no local records", with one in the folder
+    home = tmp_path / "home"
+    (home / "results" / "mnist1d-demogen").mkdir(parents=True)
+    shutil.copy(mine / "norm.fro_prod.json", home / "results" / "mnist1d-demogen")
+    said = " ".join(run(monkeypatch, ["leaderboard", "--mine"], 200, home).output.split())
+    assert (f"no local records shown: your 1 record(s) in {home / 'results'} repeat shipped records (shown in their "
+            "place) or could not be read (the notes above say which)") in said, said
 
 
 def test_mine_shows_only_the_users_records(monkeypatch, tmp_path):

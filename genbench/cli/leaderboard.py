@@ -74,7 +74,11 @@ def leaderboard_cmd(ctx: typer.Context,
     table, notes = leaderboard_table(records, sort, ranked=ranked), view_notes(ranked, sort, records=records)
     if mine and not table.empty:
         if not table["local"].any():
-            say(console, "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")
+            from ..paths import results_dir
+            held = [] if results else sorted(results_dir().glob("*/*.json"))
+            say(console, f"no local records shown: your {len(held)} record(s) in {results_dir()} repeat shipped records "
+                "(shown in their place) or could not be read (the notes above say which)" if held else
+                "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")
             return
         table = table[table["local"].astype(bool)]
         notes.aliases = alias_notes([r for r in ranked if r.local], records)  # of the rows shown

@@ -80,6 +80,15 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise GenbenchError(f"{path} holds a {type(manifest).__name__}, not a JSON object; rebuild or re-download "
                             "the zoo")
+    for key, least in (("num_classes", 2), ("train_pool_size", 0), ("test_size", 0)):  # read with int() later
+        v = manifest.get(key, least)
+        if (v is not None or key == "num_classes") and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise GenbenchError(f"{path}: its field {key} is {v!r}, not a whole number >= {least} (was it edited?); "
+                                "rebuild or re-download the zoo")
+    shape = manifest.get("in_shape", [1])
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise GenbenchError(f"{path}: its field in_shape is {shape!r}, not a list of whole numbers >= 1 (was it "
+                            "edited?); rebuild or re-download the zoo")
     return manifest
 
 
