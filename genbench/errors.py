@@ -52,6 +52,16 @@ def check_count(what: str, value: Any) -> None:
         raise GenbenchError(f"{what} must be at least 1, got {value!r}")
 
 
+def check_n_boot(what: str, value: Any) -> None:
+    """Refuse a count of bootstrap resamples below 1 or above the most genbench draws (each resample is a row of
+    weights over the models, held in memory), before any work."""
+    from .defaults import MAX_N_BOOT, N_BOOT
+    check_count(what, value)
+    if value > MAX_N_BOOT:
+        raise GenbenchError(f"{what} is at most {MAX_N_BOOT} (each resample is a row of weights over the models, held "
+                            f"in memory; the default is {N_BOOT}), got {value!r}")
+
+
 def check_seed(what: str, value: Any) -> None:
     """Refuse a seed that is not a whole number (it seeds torch's generators, which take integers only)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -55,8 +55,9 @@ def read_capped(path: str | Path, limit: int, *, what: str = "file", dir_fd: int
     return data
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (/proc), else set and put back."""
+def _read_umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc), else set and put back (once, at
+    import: setting it races with threads that create files)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -68,6 +69,14 @@ def _umask() -> int:
     return mask
 
 
+_UMASK_AT_IMPORT = _read_umask()
+
+
+def _umask() -> int:
+    """The umask now where /proc says it, else the one read at import."""
+    return _read_umask() if Path("/proc/self/status").exists() else _UMASK_AT_IMPORT
+
+
 def _no_space(e: BaseException) -> bool:
     """Whether a write failed for want of space (an OSError, or a library's own error quoting os error 28)."""
     return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or \
@@ -76,18 +85,21 @@ def _no_space(e: BaseException) -> bool:
 
 def atomic_write(path: str | Path, write: Callable[[Path], None], *, mode: int | None = None) -> Path:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it into place. The file gets `mode`, by
-    default the one a plain write would give it (0666 less the umask: a shared zoo or results folder stays
-    readable), not mkstemp's or safetensors' 0600; a write that finds no space left is one GenbenchError naming
-    the file."""
+    default the one a plain write would give it (an existing file's own, else 0666 less the umask: a shared zoo or
+    results folder stays readable), not mkstemp's or safetensors' 0600, which it keeps while it is written; a write
+    that finds no space left is one GenbenchError naming the file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    mode = 0o666 & ~_umask() if mode is None else mode
     try:
-        os.chmod(tmp, mode)
         write(Path(tmp))
-        os.chmod(tmp, mode)  # a library may have written a new file of its own mode in its place
+        os.chmod(tmp, mode)  # after the write: a umask without the owner's write bit must not stop it
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)

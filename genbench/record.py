@@ -845,6 +845,9 @@ def implausible(rec: Record) -> str | None:
             fault = _implausible_block(block, where)
             if fault:
                 return fault
+    paired = rec.paired_settings  # the resamples the views draw again (from the provenance where scores lack it)
+    if paired is not None and paired[2] > MAX_N_BOOT:
+        return f"its bootstrap n_boot is {paired[2]:g}, above the {MAX_N_BOOT} resamples genbench draws at most"
     return None
 
 

@@ -406,6 +406,11 @@ def test_values_of_some_models_add_to_the_table_instead_of_emptying_the_measure(
     gb.harness.save_values(changed, path)  # another version of the measure: the old values are not mixed in
     got = gb.harness.load_values(path).set_index("model_id").loc[ids]
     assert got["norm.params"].notna().sum() == half and got["norm.fro_sum"].notna().all()
+    gb.harness.save_values(whole, path)
+    reseeded = gb.evaluate(["norm.params"], digits_zoo, models=ids[:half], seed=1, progress=False)
+    gb.harness.save_values(reseeded, path)  # another seed: the table says one seed, so only the new values stay
+    got = gb.harness.load_values(path).set_index("model_id").loc[ids]
+    assert got["norm.params"].notna().sum() == half and got["norm.fro_sum"].notna().all()
 
 
 class Killed(Exception):
@@ -610,6 +615,9 @@ def test_atomic_writes_give_the_mode_a_plain_write_gives(tmp_path, umask, mode):
         os.umask(before)
     assert stat.S_IMODE(plain.stat().st_mode) == mode  # what the atomic writes must match
     assert stat.S_IMODE(text.stat().st_mode) == mode and stat.S_IMODE(ckpt.stat().st_mode) == mode
+    os.chmod(text, 0o640)  # a file the user narrowed (or widened) keeps its mode when written again, as in place
+    write_text_atomic(text, "[]")
+    assert stat.S_IMODE(text.stat().st_mode) == 0o640 and text.read_text() == "[]"
 
 
 @pytest.mark.parametrize("error", [OSError(28, "No space left on device"),

@@ -101,6 +101,8 @@ BASE = {"name": "r", "dataset": {"name": "digits"}, "family": "mlp", "grid": {"w
     ({"seed": "abc"}, r"key 'seed': expected a whole number, got 'abc'"),
     ({"version": 1.5}, r"key 'version': expected a whole number, got 1.5"),
     ({"train": {"lr_milestones": ["abc"]}}, r"key 'train.lr_milestones': expected a list of epochs \(whole numbers"),
+    ({"twins": [{"name": "small", "scale": {"batch_size": 0.7}}]},
+     r"key 'twins \(small\): train.batch_size': expected a whole number >= 1 once scaled or set, got 89.6"),
 ])
 def test_malformed_recipes_name_the_key(change, message):
     with pytest.raises(GenbenchError, match=message):

@@ -857,3 +857,24 @@ def test_a_value_that_is_no_number_is_named_not_a_numpy_traceback(digits_zoo):
     with pytest.raises(GenbenchError, match=rf"column 'norm.params' holds 'abc' for model "
                                             rf"'{re.escape(df.loc[2, 'model_id'])}', which is no number"):
         gb.score(df, digits_zoo, n_boot=20)
+
+
+def test_a_resample_count_above_the_cap_is_refused_before_any_work(monkeypatch, tmp_path):
+    """Planted: the cap sat in resample_weights only, so `submit --n-boot 200000` ran the measure on every zoo and
+    then wrote failure records over the entry's good ones; `leaderboard run` and `score` evaluated first."""
+    from typer.testing import CliRunner
+
+    import genbench.harness as harness
+    from genbench.cli import app
+    from genbench.entries.run import run_entry
+    from genbench.entries.submit.api import check_settings
+    from genbench.errors import GenbenchError
+    monkeypatch.setattr(harness, "evaluate", lambda *a, **k: pytest.fail("values computed before the refusal"))
+    for args in (["leaderboard", "run", "norm.params", "--zoo", "nowhere", "--results", str(tmp_path)],
+                 ["score", "--zoo", "nowhere"]):
+        out = CliRunner().invoke(app, [*args, "--n-boot", "200000"])
+        assert str(out.exception).startswith("--n-boot is at most 100000"), (args, out.output)
+    with pytest.raises(GenbenchError, match="n_boot is at most 100000"):
+        run_entry("norm.params", "nowhere", n_boot=200_000)
+    with pytest.raises(GenbenchError, match="the number of bootstrap resamples is at most 100000"):
+        check_settings(budget_s=None, memory_gb=4, timeout_s=None, n_boot=200_000)

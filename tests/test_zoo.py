@@ -111,9 +111,24 @@ def test_a_build_limited_then_finished_is_the_zoo_an_uninterrupted_build_makes(n
     stream), and `zoo verify` could not see it. The cut models are now trained again with their whole group."""
     cut = gb.build_zoo("digits-nin", tmp_path / "z", limit=3, progress=False)
     assert len(cut) == 3
-    assert json.loads((tmp_path / "z" / "zoo.json").read_text())[build_mod.CUT_BY_LIMIT] == cut.model_ids
+    real, calls = build_mod._write_model, []
+
+    def dying(root, t, *a, **k):  # the build that completes the group dies writing its second model
+        calls.append(t.spec.model_id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(root, t, *a, **k)
+
+    build_mod._write_model = dying
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gb.build_zoo("digits-nin", tmp_path / "z", progress=False)
+    finally:
+        build_mod._write_model = real
+    assert calls[0] == cut.model_ids[0]  # the cut models are trained again first, with their whole group
+    table = tmp_path / "z" / "models.parquet"  # no row cites a checkpoint written again: out of the table first
+    assert not table.exists() or not set(pd.read_parquet(table)["model_id"]) & set(cut.model_ids)
     done = gb.build_zoo("digits-nin", tmp_path / "z", progress=False)
-    assert build_mod.CUT_BY_LIMIT not in json.loads((tmp_path / "z" / "zoo.json").read_text())
     assert done.model_ids == nin_zoo.model_ids  # the rows in the order one build writes them
     for col in ("checkpoint_sha256", "init_sha256", "train_acc", "test_acc"):
         assert done.table[col].tolist() == nin_zoo.table[col].tolist(), col

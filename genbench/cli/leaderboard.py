@@ -75,7 +75,7 @@ def leaderboard_cmd(ctx: typer.Context,
     if mine and not table.empty:
         if not table["local"].any():
             from ..paths import results_dir
-            held = [] if results else sorted(results_dir().glob("*/*.json"))
+            held = [] if results else sorted(results_dir().glob(f"{zoo or '*'}/*.json"))
             say(console, f"no local records shown: your {len(held)} record(s) in {results_dir()} repeat shipped records "
                 "(shown in their place) or could not be read (the notes above say which)" if held else
                 "no local records: `genbench submit submissions/NAME` writes yours to $GENBENCH_HOME/results")

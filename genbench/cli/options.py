@@ -8,7 +8,7 @@ import typer
 import yaml
 
 from ..defaults import AUTO_AUDIT
-from ..errors import GenbenchError, check_count, check_seconds
+from ..errors import GenbenchError, check_count, check_n_boot, check_seconds
 from ..text import plain_text
 
 Device = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:N (default: cuda if present)")]
@@ -47,7 +47,7 @@ def check_limits(seconds: dict[str, float | None] | None = None, counts: dict[st
     for flag, v in (seconds or {}).items():
         check_seconds(flag, v)
     for flag, v in (counts or {}).items():
-        check_count(flag, v)
+        (check_n_boot if flag == "--n-boot" else check_count)(flag, v)
 
 
 def check_address(executor: str, address: str | None) -> None:
@@ -65,9 +65,11 @@ def audit_choice(no_audit: bool, audit_zoo: str | None) -> str | None:
                             "give one of the two")
     chosen = None if no_audit or not audit_zoo else audit_zoo
     if chosen not in (None, AUTO_AUDIT) and not str(chosen).startswith("hf://"):
-        from ..zoo.storage import load_zoo  # a zoo that is not here: said before the scoring, not after it
-        try:
-            load_zoo(chosen)
+        from ..zoo.roles import recipe_of
+        from ..zoo.storage import load_zoo
+        try:  # an unknown zoo: said before the scoring, not after it (a recipe's zoo not built yet is said per record)
+            if recipe_of(str(chosen)) is None:
+                load_zoo(chosen)
         except GenbenchError as e:
             raise GenbenchError(f"--audit-zoo {chosen}: {e}") from None
     return chosen

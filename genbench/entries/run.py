@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..defaults import AUTO_AUDIT, BUDGET_S, N_BOOT, SEED
-from ..errors import GenbenchError
+from ..errors import GenbenchError, check_n_boot
 from ..measures import Measure, get_measure, list_measures
 from ..numerics import pinned_threads
 from ..record import (audit_options, baseline_record, command_line, failed_record, provenance, read_record,
@@ -68,6 +68,7 @@ def run_entry(measure: str, zoo: str | Zoo, *, name: str | None = None, submissi
     from ..harness.evaluate import evaluate
     from ..scoring import audit, score
     from ..scoring.scores import measure_matrix
+    check_n_boot("n_boot", n_boot)  # before the evaluation, not after it
     m = get_measure(measure)
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
     audit_zoo = resolve_audit_zoo(audit_zoo, zoo)  # AUTO_AUDIT: the audit zoo of the zoo's family (one rule)

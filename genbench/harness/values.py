@@ -64,13 +64,15 @@ def measure_columns(df: pd.DataFrame, name: str) -> list[str]:
 def merge_values(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
     """`new` joined onto `old` by model_id; a measure in both takes its columns from `new` on the models `new` holds
     and keeps `old`'s on the others (an evaluation of some models adds to the table, it does not empty it), unless
-    the measure changed in between (another version, source or columns): then only `new`'s values are kept."""
+    the measure changed in between (another version, source or columns) or the run's seed or device did: then only
+    `new`'s values are kept."""
     if old is None:
         return new
     names = list(new.attrs.get("measures", {}))
     drop = [c for n in names for c in measure_columns(old, n)]
     before = old.attrs.get("measures", {})
-    kept = [c for n in names if before.get(n) == new.attrs["measures"][n]
+    same_run = all(old.attrs.get(k) == new.attrs.get(k) for k in ("seed", "device"))  # the table says one of each
+    kept = [c for n in names if same_run and before.get(n) == new.attrs["measures"][n]
             and set(measure_columns(old, n)) == set(measure_columns(new, n)) for c in measure_columns(old, n)]
     merged = old.drop(columns=drop).merge(new, on="model_id", how="outer")
     back = old[~old["model_id"].isin(set(new["model_id"]))].set_index("model_id")[kept]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import N_BOOT, SEED
-from ..errors import GenbenchError, check_count, check_seed, did_you_mean
+from ..errors import GenbenchError, check_count, check_n_boot, check_seed, did_you_mean
 from ..text import interval_end
 from ..measures import get_measure
 from ..zoo.storage import Zoo, load_zoo
@@ -374,7 +374,8 @@ def score(values: pd.DataFrame, zoo: str | Zoo, target: str = "gap", transform: 
     resamples are drawn (a training of a grid is scored on training 0's, so that its trainings pair model for
     model); default the zoo's own."""
     check_table_form(values, "score")
-    for what, count in (("n_boot", n_boot), ("k", k), ("repeats", repeats)):
+    check_n_boot("n_boot", n_boot)
+    for what, count in (("k", k), ("repeats", repeats)):
         check_count(what, count)
     if k < 2:
         raise GenbenchError(f"k must be at least 2 (the folds of k-fold cross-validation), got {k}")

@@ -24,13 +24,11 @@ from ..version import __version__
 from .card import dataset_card
 from .data import EMBEDDED, Pool, load_pool, train_subset
 from .recipe import ModelSpec, Recipe, check_training, load_recipe
-from .storage import (DATASET, MANIFEST, Zoo, commit_table, read_manifest, read_table, recover_table,
+from .storage import (DATASET, MANIFEST, TABLE, Zoo, commit_table, read_manifest, read_table, recover_table,
                       save_checkpoint)
 from .train import Trained, evaluate_model, full_arch, group_key, init_model, train_group
 
 MAX_GROUP = 64
-CUT_BY_LIMIT = "cut_by_limit"  # manifest: models trained in a group --limit cut short (its members share a dropout
-#                                stream), trained again with their whole group when a later build completes it
 
 
 def recipe_fingerprint(recipe: Recipe) -> str:
@@ -100,18 +98,30 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
     wanted = {s.model_id for s in (specs if limit is None else specs[:limit])}
     specs = [s for s in specs if s.model_id in wanted]
     table = read_table(root)
-    cut = set((manifest or {}).get(CUT_BY_LIMIT, []))  # trained in a group --limit cut short: redone when it is whole
-    whole = {s.model_id for g in plan if all(s.model_id in wanted for s in g) for s in g}
-    done = (set() if table is None else set(table["model_id"])) - (cut & whole)
+    built = set() if table is None else set(table["model_id"])
+    # a group is committed whole, so a group only partly built was cut short by --limit: its models are trained
+    # again with the whole group once this build wants all of it
+    redo = {s.model_id for g in plan if all(s.model_id in wanted for s in g)
+            and 0 < sum(s.model_id in built for s in g) < len(g) for s in g} & built
     todo = [[s for s in g if s.model_id in wanted] for g in plan]
-    todo = [g for g in todo if any(s.model_id not in done for s in g)]
+    todo = [g for g in todo if any(s.model_id not in built - redo for s in g)]
     pool = load_pool(recipe.dataset)
     if manifest is None:
         manifest = _new_manifest(recipe, fingerprint, pool, device)
         if recipe.dataset["name"] in EMBEDDED:
             manifest["files"][DATASET] = save_checkpoint(root / DATASET, pool.tensors(), {"dataset": recipe.dataset["name"]})
         write_json_atomic(root / MANIFEST, manifest)
-    cut_now = {s.model_id for g in todo for s in g if s.model_id not in whole}  # this run's cut groups
+    if redo:  # out of the table before their checkpoints are written again: a crash leaves them missing, not stale
+        table = table[~table["model_id"].isin(redo)].reset_index(drop=True)
+        manifest["updated"] = _now()
+        if len(table):
+            commit_table(root, table, manifest)
+        else:  # no model left: the folder as a fresh build has it (an empty table would change the columns' types)
+            (root / TABLE).unlink(missing_ok=True)
+            manifest["files"].pop(TABLE, None)
+            write_json_atomic(root / MANIFEST, manifest)
+            table = None
+    done = built - redo
     dataset_name = str(recipe.dataset.get("path", recipe.dataset["name"]))
     desc = f"building {recipe.name} ({len(specs) - len(done & {s.model_id for s in specs})} models to train on {device})"
     if executor == "ray":
@@ -120,20 +130,12 @@ def _build(recipe: Recipe, where: str, out: str | Path | None, *, limit: int | N
     else:
         finished = _build_local(root, todo, pool, device, dataset_name, done, desc=desc, progress=progress)
     for rows in finished:
-        new = pd.DataFrame(rows)
-        if table is not None:  # a model trained again (its group is whole now) replaces its row
-            new = pd.concat([table[~table["model_id"].isin(new["model_id"])], new], ignore_index=True)
+        new = pd.DataFrame(rows) if table is None else pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
         # the rows in plan order, as an uninterrupted local build writes them (Ray tasks finish in any order)
         table = new.sort_values("model_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
-        written = {r["model_id"] for r in rows}
-        cut = (cut - written) | (written & cut_now)
-        if cut:
-            manifest[CUT_BY_LIMIT] = sorted(cut, key=order.__getitem__)
-        else:
-            manifest.pop(CUT_BY_LIMIT, None)
         manifest["updated"] = _now()
         commit_table(root, table, manifest)  # table and manifest: a crash at any point leaves a zoo to resume
-        done |= written
+        done |= {r["model_id"] for r in rows}
     zoo = Zoo(root)
     write_text_atomic(root / "README.md", dataset_card(zoo))
     return zoo

@@ -289,12 +289,18 @@ def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
                                    hint=f"(in {where})")
     for key, default in (("version", 1), ("seed", 0)):
         v = raw.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
             raise bad(key, "a whole number", v)
     recipe = Recipe(name=raw["name"], version=int(raw.get("version", 1)), description=str(raw.get("description", "")),
                     seed=int(raw.get("seed", 0)), dataset=dict(raw["dataset"]), family=raw["family"], arch=dict(arch),
                     grid={k: list(v) for k, v in grid.items()}, train=train, twins=list(twins), text=text)
-    ids = [s.model_id for s in recipe.expand()]
+    specs = recipe.expand()
+    for spec in specs:  # a twin's scale or set: trained as int(v), the table would record another number
+        for key in ("batch_size", "epochs"):
+            v = spec.train[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer() or v < 1:
+                raise bad(f"twins ({spec.perturbation}): train.{key}", "a whole number >= 1 once scaled or set", v)
+    ids = [s.model_id for s in specs]
     if len(set(ids)) != len(ids):
         raise GenbenchError(f"{where}: grid values give duplicate model ids; make the values distinct")
     return recipe

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...defaults import AUTO_AUDIT, BUDGET_S, N_BOOT
 from ...device import resolve_device
-from ...errors import GenbenchError, check_count, is_positive
+from ...errors import GenbenchError, check_n_boot, is_positive
 from ...text import excerpt, plain_text
 from ...leaderboard.columns import HEADLINE
 from ...record import (Record, as_submission, audit_options, command_line, declare_measure, with_failure,
@@ -74,7 +74,7 @@ def check_settings(*, budget_s: Any, memory_gb: Any, timeout_s: Any, n_boot: Any
         raise GenbenchError(f"the per-model budget must be a positive number of seconds, got {budget_s!r}")
     if timeout_s is not None and not is_positive(timeout_s):
         raise GenbenchError(f"the overall time limit must be a positive number of seconds, got {timeout_s!r}")
-    check_count("the number of bootstrap resamples", n_boot)
+    check_n_boot("the number of bootstrap resamples", n_boot)
 
 
 def require_sandbox(unsandboxed: bool) -> None:
