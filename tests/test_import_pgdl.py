@@ -368,6 +368,36 @@ def plant_wrong_width(task: Path) -> None:
     (task / "model_1" / "config.json").write_text(json.dumps(cfg))
 
 
+def _edit_h5(task: Path, file: str, edit) -> None:
+    """Apply `edit(layer group, its first weight's dataset name)` to the first weighted layer of model_2's `file`."""
+    with h5py.File(task / "model_2" / file, "r+") as f:
+        for name in f.attrs["layer_names"]:
+            g = f[name.decode()]
+            if len(g.attrs["weight_names"]):
+                edit(g, g.attrs["weight_names"][0].decode())
+                return
+
+
+def plant_inf_init(task: Path) -> None:  # imported before: a non-finite init checkpoint only evaluate noticed
+    def edit(g, w):
+        data = g[w][()]
+        del g[w]
+        g.create_dataset(w, data=np.full_like(data, np.inf))
+    _edit_h5(task, "weights_init.hdf5", edit)
+
+
+def plant_int_init(task: Path) -> None:  # imported before without a word
+    def edit(g, w):
+        data = g[w][()]
+        del g[w]
+        g.create_dataset(w, data=data.astype(np.int32))
+    _edit_h5(task, "weights_init.hdf5", edit)
+
+
+def plant_missing_dataset(task: Path) -> None:  # a KeyError traceback before
+    _edit_h5(task, "weights.hdf5", lambda g, w: g.__delitem__(w))
+
+
 def plant_unmapped_layer(task: Path) -> None:
     cfg = json.loads((task / "model_1" / "config.json").read_text())
     cfg["model_config"].insert(1, {"layer_name": "LSTM", "units": 4})
@@ -409,10 +439,32 @@ def plant_wrong_record(task: Path) -> None:  # the guard against a conversion th
     (task / "model_configs.json").write_text(json.dumps(configs))
 
 
+def _hparam(model: str, value) -> Callable[[Path], None]:
+    def plant(task: Path) -> None:
+        configs = json.loads((task / "model_configs.json").read_text())
+        configs[model]["hparams"]["arch"]["current_value"] = value
+        (task / "model_configs.json").write_text(json.dumps(configs))
+    return plant
+
+
 def plant_fewer_outputs(task: Path) -> None:  # model_2 (arch B) would score 2 of the 3 labels
     cfg = json.loads((task / "model_2" / "config.json").read_text())
     cfg["model_config"][4]["filters"] = 2
     (task / "model_2" / "config.json").write_text(json.dumps(cfg))
+
+
+def _test_split(task: Path, y: np.ndarray) -> None:
+    shutil.rmtree(task / "dataset_1" / "test")
+    x = np.random.default_rng(1).normal(size=(len(y), *IMAGE)).astype(np.float32)
+    write_shards(task / "dataset_1" / "test", x, y, shards=1)
+
+
+def plant_negative_label(task: Path) -> None:  # an IndexError from inside the accuracy check before
+    _test_split(task, np.array([0, 1, -1, 2] * 5))
+
+
+def plant_empty_split(task: Path) -> None:  # said to be "float64 of shape ()" before
+    _test_split(task, np.zeros(0, dtype=np.int64))
 
 
 def plant_stray_model(task: Path) -> None:
@@ -434,6 +486,16 @@ BAD = {
     "recorded-accuracy-off": (plant_wrong_record, r"1 recomputed accuracies differ .*: model_3 test"),
     "stray-model-folder": (plant_stray_model, r"model folder\(s\) \['model_4'\] have no entry"),
     "outputs-vs-labels": (plant_fewer_outputs, r"the models output \[2, 3\] classes and the labels go up to 2"),
+    "inf-init-weights": (plant_inf_init, r"model_2/weights_init\.hdf5: the weights \[.*\] are not finite"),
+    "int-init-weights": (plant_int_init, r"model_2/weights_init\.hdf5: weight .* is int32 of shape .*, not a float "
+                                         r"tensor"),
+    # a null value imported as a grid point None ("partial: 4 of 6"); a list was a TypeError, mixed types pyarrow's
+    "null-hparam": (_hparam("1", None), r"model 'model_1' has hyperparameter 'arch' = None; a hyperparameter's "),
+    "list-hparam": (_hparam("1", ["A"]), r"model 'model_1' has hyperparameter 'arch' = \['A'\]"),
+    "mixed-hparam": (_hparam("1", 3), r"hyperparameter 'arch' is a number in some models and a string in others"),
+    "negative-label": (plant_negative_label, r"dataset_1/test: label -1 is negative"),
+    "empty-split": (plant_empty_split, r"dataset_1/test: its shards hold no example"),
+    "missing-dataset": (plant_missing_dataset, r"model_2/weights\.hdf5 is not a whole Keras weight file \(KeyError"),
 }
 
 

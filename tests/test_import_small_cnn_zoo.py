@@ -179,7 +179,55 @@ def plant_no_metrics(folder):
     (folder / "metrics.csv.gz").unlink()
 
 
+def _metrics(change):
+    def plant(folder):
+        m = pd.read_csv(folder / "metrics.csv.gz")
+        change(m)
+        m.to_csv(folder / "metrics.csv.gz", index=False)
+    return plant
+
+
+def plant_percent(m):  # accuracies in percent: the zoo's gaps were 10.0
+    m["train_accuracy"] *= 100
+
+
+def plant_blank_test_acc(m):  # every gap NaN
+    m["test_accuracy"] = m["test_accuracy"].astype(object)
+    m.loc[m["step"] == 86, "test_accuracy"] = None
+
+
+def plant_negative_fraction(m):  # hp.train_size -120000
+    m["config.train_fraction"] = -2.0
+
+
+def plant_varied_train_size(m):  # written over by genbench's own train_size
+    m["config.train_size"] = range(len(m))
+
+
+def plant_blank_modeldir(m):  # an AttributeError before
+    m["modeldir"] = m["modeldir"].astype(object)
+    m.loc[4, "modeldir"] = None
+
+
+def plant_bool_weights(folder):  # imported: checkpoints of 0 and 1
+    np.save(folder / "weights.npy", np.load(folder / "weights.npy") > 0)
+
+
+def plant_npz_weights(folder):  # an AttributeError before
+    w = np.load(folder / "weights.npy")
+    with open(folder / "weights.npy", "wb") as f:
+        np.savez(f, w=w)
+
+
 @pytest.mark.parametrize("plant, message", [
+    (_metrics(plant_percent), "train_accuracy of run '/xm/1234/1/' at step 86 is 42.7"),
+    (_metrics(plant_blank_test_acc), "test_accuracy of run '/xm/1234/1/' at step 86 is nan, not an accuracy in [0, 1]"),
+    (_metrics(plant_negative_fraction), "config.train_fraction of run '/xm/1234/1/' at step 86 is -2.0, not a "
+                                        "fraction"),
+    (_metrics(plant_varied_train_size), "the column(s) ['config.train_size'] vary between runs"),
+    (_metrics(plant_blank_modeldir), "metrics.csv.gz row 6: modeldir nan and step"),
+    (plant_bool_weights, "holds an array of bool; the Small CNN Zoo's weights are one float array"),
+    (plant_npz_weights, "holds NpzFile; the Small CNN Zoo's weights are one float array"),
     (plant_short_layout, "lists 7 tensors"),
     (plant_swapped_layout, "row 1 ('sequential/conv1/kernel:0'"),
     (plant_short_metrics, "has 35 rows but weights.npy has 36"),

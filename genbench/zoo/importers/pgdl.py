@@ -130,6 +130,17 @@ def grid_of(models: list[TaskModel], configs_path: Path) -> dict[str, list[Any]]
     if clash:
         raise GenbenchError(f"{configs_path}: hyperparameter(s) {clash} clash with the columns genbench writes for "
                             "every zoo (hp.train_size, hp.label_noise); rename them")
+    for m in models:  # a table column holds one number or string per model, and one type per column
+        for n in names:
+            v = m.hparams[n]
+            if v is None or isinstance(v, (list, dict)):
+                raise GenbenchError(f"{configs_path}: model {m.model_id!r} has hyperparameter {n!r} = {v!r}; a "
+                                    "hyperparameter's value is one number or string")
+    for n in names:
+        kinds = {type(m.hparams[n]) for m in models} - {bool}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            raise GenbenchError(f"{configs_path}: hyperparameter {n!r} is a number in some models and a string in "
+                                "others; give it one type")
     grid = {}
     for n in names:
         order = next((m.possible[n] for m in models if n in m.possible), [])
@@ -148,9 +159,14 @@ def read_split(task_dir: Path, split: str) -> tuple[np.ndarray, np.ndarray] | No
     x, y = data["inputs"].astype(np.float32), data["output"]
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
+    if len(y) == 0:  # an empty split read as float64 of shape (0,): said as what it is
+        raise GenbenchError(f"{task_dir / DATA / split}: its shards hold no example; copy the complete task folder")
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise GenbenchError(f"{task_dir / DATA / split}: 'output' must be one integer label per example, got "
                             f"{y.dtype} of shape {y.shape[1:]}")
+    if (y < 0).any():  # an IndexError from inside the accuracy check before
+        raise GenbenchError(f"{task_dir / DATA / split}: label {int(y.min())} is negative; labels are the classes "
+                            "0, 1, ...")
     return x, y.astype(np.int64)
 
 
@@ -224,6 +240,10 @@ def convert_model(m: TaskModel, input_shape: list[int]) -> tuple[KerasSequential
         except GenbenchError as e:
             raise GenbenchError(f"{path} does not match {config_path}: {e}; export this model's weights "
                                 "again") from None
+        bad = [k for k, v in states[-1].items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        if bad:  # the init weights are checked by nothing else (the final ones by the accuracies)
+            raise GenbenchError(f"{path}: the weights {bad[:3]} are not finite (inf or NaN); export this model's "
+                                "weights again")
     model.load_state_dict(states[0])
     return model.eval(), states[0], states[1]
 

@@ -159,6 +159,9 @@ def import_small_cnn_zoo(folder: str | Path, *, dataset: str | None = None, limi
         weights = np.load(folder / WEIGHTS, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as e:
         raise GenbenchError(f"cannot read {folder / WEIGHTS} as a numpy array: {e}") from None
+    if not isinstance(weights, np.ndarray) or weights.dtype.kind != "f":  # an .npz renamed, bools, ints, text
+        what = type(weights).__name__ if not isinstance(weights, np.ndarray) else f"an array of {weights.dtype}"
+        raise GenbenchError(f"{folder / WEIGHTS} holds {what}; the Small CNN Zoo's weights are one float array")
     if weights.ndim != 2 or weights.shape[1] != N_PARAMS:
         raise GenbenchError(f"{folder / WEIGHTS} has shape {weights.shape}; the Small CNN Zoo's rows hold "
                             f"{N_PARAMS} parameters each")
@@ -173,6 +176,7 @@ def import_small_cnn_zoo(folder: str | Path, *, dataset: str | None = None, limi
         raise GenbenchError(f"{folder}: no run has both a step-{step} and a step-{INIT_STEP} checkpoint with finite "
                             f"weights ({_skipped_text(skipped)})")
     finals = metrics.loc[[r["final"] for r in runs]]
+    check_final_rows(finals, folder / METRICS)
     varied = [c for c in metrics.columns if c.startswith("config.") and c != "config.dataset"
               and finals[c].nunique(dropna=False) > 1]
     with staged_folder(root) as tmp, torch.no_grad():
@@ -196,12 +200,41 @@ def import_small_cnn_zoo(folder: str | Path, *, dataset: str | None = None, limi
     return Zoo(root)
 
 
+WRITTEN = ("config.train_size", "config.label_noise")  # hyperparameters the importer writes itself
+
+
+def check_final_rows(finals: pd.DataFrame, path: Path) -> None:
+    """Refuse what would make a silently wrong zoo from the rows of the checkpoints imported: an accuracy that is no
+    number in [0, 1] (a percentage, a blank), a training fraction outside (0, 1], a config column that would be
+    written over."""
+    for col in ("train_accuracy", "test_accuracy", "config.train_fraction"):
+        if col not in finals:
+            continue
+        values = pd.to_numeric(finals[col], errors="coerce")
+        low = 0.0 if col != "config.train_fraction" else 1e-12
+        bad = ~values.between(low, 1.0)
+        if bad.any():
+            row = finals.loc[bad].iloc[0]
+            what = "an accuracy in [0, 1]" if col != "config.train_fraction" else "a fraction in (0, 1]"
+            raise GenbenchError(f"{path}: {col} of run {row['modeldir']!r} at step {row['step']} is "
+                                f"{_plain(row[col])!r}, not {what} ({int(bad.sum())} such row(s)); fix the file or "
+                                "import another step")
+    clash = [c for c in WRITTEN if c in finals and finals[c].nunique(dropna=False) > 1]
+    if clash:
+        raise GenbenchError(f"{path}: the column(s) {clash} vary between runs, but genbench writes train_size and "
+                            "label_noise itself (from config.train_fraction, and 0.0): rename them")
+
+
 def _runs(metrics: pd.DataFrame, weights: np.ndarray, step: int, limit: int | None
           ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The runs to import, in the file's order: rows of their final and initial checkpoints; what was skipped."""
     by_run: dict[str, dict[int, int]] = {}
-    for i, (run, s) in enumerate(zip(metrics["modeldir"].astype(str), metrics["step"])):
-        by_run.setdefault(run, {})[int(s)] = i
+    steps_read = pd.to_numeric(metrics["step"], errors="coerce")
+    for i, (run, s, raw) in enumerate(zip(metrics["modeldir"], steps_read, metrics["step"])):
+        if pd.isna(run) or not str(run).strip() or pd.isna(s) or s != int(s):
+            raise GenbenchError(f"{METRICS} row {i + 2}: modeldir {run!r} and step {raw!r}: each row names its run's "
+                                "folder and a whole step; fix the file")
+        by_run.setdefault(str(run), {})[int(s)] = i
     runs, skipped = [], {"no checkpoint at the step": 0, "no step-0 checkpoint": 0, "non-finite weights": 0}
     for run, steps in by_run.items():
         if limit is not None and len(runs) >= limit:
