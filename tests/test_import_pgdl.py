@@ -556,3 +556,19 @@ def test_tolerance_option_widens_the_accuracy_check_and_refuses_nonsense(task, t
                                    "--tolerance", "1.5"])
     assert res.exit_code != 0 and "--tolerance must be in [0, 1)" in str(res.exception) + res.output
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("layers, shape, message", [
+    ([{"layer_name": "Dense", "units": -6}], [4], r"layer 0 \(Dense\): units -6: a layer size is a whole number"),
+    ([{"layer_name": "Dense", "units": 1e12}], [4], r"units 1000000000000.0: a layer size is a whole number"),
+    ([{"layer_name": "Conv2D", "filters": 2, "kernel_size": [3, 3], "strides": [0, 0], "padding": "same"},
+      {"layer_name": "Flatten"}, {"layer_name": "Dense", "units": 2}], [8, 8, 1], r"strides \[0, 0\]: a layer size"),
+    ([{"layer_name": "Dropout", "rate": 5}, {"layer_name": "Dense", "units": 2}], [4],
+     r"layer 0 \(Dropout\): rate 5 is not a fraction in \[0, 1\)"),
+    ([{"layer_name": "Dense", "units": 2}], [0], r"input_shape \[0\] is not a list of whole numbers"),
+])
+def test_a_config_that_cannot_describe_a_model_is_one_line(layers, shape, message):
+    """Planted, each from a review of damaged PGDL configs: torch's 'negative dimension', an allocation of 40 TB, a
+    ZeroDivisionError in the padding, dropout's ValueError."""
+    with pytest.raises(GenbenchError, match=message):
+        KerasSequential(layers=layers, input_shape=shape)

@@ -32,4 +32,5 @@ def main() -> None:
 
 
 INTERRUPTED = ("interrupted: every file is written whole, so nothing half-written is left; a zoo build keeps the "
-               "models it finished and an evaluation the values it computed: run the same command again to go on")
+               "models it finished and an evaluation the values it computed: run the same command again to go on "
+               "(an import starts over)")

@@ -40,6 +40,15 @@ _OPTIONS: dict[str, set[str]] = {
 SUPPORTED_LAYERS = tuple(_OPTIONS)
 
 
+SIZES = ("units", "filters", "kernel_size", "strides", "pool_size", "dilation_rate", "groups")
+MAX_SIZE = 1 << 20  # a layer's width, kernel or stride at most: no network of a zoo has more
+
+
+def _size(v: Any) -> bool:
+    """Whether `v` is a layer size a config can give: a whole number from 1 to MAX_SIZE."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and 1 <= v <= MAX_SIZE
+
+
 def _pair(v: Any, default: Any = None) -> tuple[int, int]:
     v = default if v is None else v
     return (int(v), int(v)) if isinstance(v, (int, float)) else (int(v[0]), int(v[1]))
@@ -116,6 +125,14 @@ class _Builder:
         if opts.get("data_format") not in (None, "channels_last"):
             raise GenbenchError(f"Keras layer {i} ({kind}): data_format {opts['data_format']!r} is not supported "
                                 "(only channels_last, Keras's default)")
+        for key in SIZES:  # a lying config: torch's negative dimension, a ZeroDivisionError, terabytes asked for
+            v = opts.get(key)
+            if v is not None and not all(_size(x) for x in (v if isinstance(v, (list, tuple)) else [v])):
+                raise GenbenchError(f"Keras layer {i} ({kind}): {key} {v!r}: a layer size is a whole number from 1 "
+                                    f"to {MAX_SIZE}; this config cannot describe a model")
+        rate = opts.get("rate", 0.0)
+        if kind == "Dropout" and not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate < 1):
+            raise GenbenchError(f"Keras layer {i} (Dropout): rate {rate!r} is not a fraction in [0, 1)")
         handler = "_activation_layer" if kind == "Activation" else "_" + kind.lower()
         try:
             getattr(self, handler)(f"{kind.lower()}{i}", opts)
@@ -233,6 +250,8 @@ class KerasSequential(nn.Sequential):
 
     def __init__(self, *, layers: Sequence[Mapping[str, Any]], input_shape: Sequence[int],
                  drop_final_softmax: bool = True, in_shape: Sequence[int] | None = None):
+        if not isinstance(input_shape, Sequence) or not input_shape or not all(_size(d) for d in input_shape):
+            raise GenbenchError(f"input_shape {input_shape!r} is not a list of whole numbers from 1 to {MAX_SIZE}")
         keras_shape = [int(s) for s in input_shape]
         torch_shape = [keras_shape[-1], *keras_shape[:-1]] if len(keras_shape) == 3 else keras_shape
         if in_shape is not None and [int(s) for s in in_shape] != torch_shape:
