@@ -55,26 +55,27 @@ def read_capped(path: str | Path, limit: int, *, what: str = "file", dir_fd: int
     return data
 
 
-def _read_umask() -> int:
-    """The process's umask, read without changing it where Linux says it (/proc), else set and put back (once, at
-    import: setting it races with threads that create files)."""
+def _proc_umask() -> int | None:
+    """The process's umask as Linux says it (/proc), read without changing it; None where it does not."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return None
 
 
-_UMASK_AT_IMPORT = _read_umask()
+_UMASK_AT_IMPORT = _proc_umask()
+if _UMASK_AT_IMPORT is None:  # where /proc does not say it: set and put back once, here (it races with threads)
+    _UMASK_AT_IMPORT = os.umask(0o022)
+    os.umask(_UMASK_AT_IMPORT)
 
 
 def _umask() -> int:
     """The umask now where /proc says it, else the one read at import."""
-    return _read_umask() if Path("/proc/self/status").exists() else _UMASK_AT_IMPORT
+    now = _proc_umask()
+    return _UMASK_AT_IMPORT if now is None else now
 
 
 def _no_space(e: BaseException) -> bool:

@@ -26,8 +26,8 @@ from ..errors import GenbenchError
 from ..record import Record, finite
 from ..scoring.spec import DEFAULT_SORT, score_label
 from .columns import BASELINE_NOTE, SHOWN, score_spec
-from .export import (AGAINST_NOTE, NO_CLAIM_NOTE, alias_names, entry_name, entry_names, interval_columns,
-                     score_columns, submission_folder)
+from .export import (AGAINST_NOTE, NO_CLAIM, NO_CLAIM_NOTE, alias_names, claim_text, entry_name, entry_names,
+                     interval_columns, score_columns, submission_folder)
 from .format import DASH, DIGITS, REFUSED, interval, number, page_number, page_score, rank_text
 from .standings import by_zoo, empty_scores, group_rule, mean_ranks, partial_note, rank_records, zoo_label
 from .svg import Scale, linear_ticks, nice_step, padded, tick_text
@@ -77,7 +77,8 @@ def environment() -> Environment:
     env.globals.update(
         DASH=DASH, REFUSED=REFUSED, CSP=Markup(CSP), LOCAL_TIP=LOCAL_TIP, baseline_note=sentence(BASELINE_NOTE),
         provisional_tip=provisional_tip,
-        AGAINST_TIP=sentence(AGAINST_NOTE), NO_CLAIM_TIP=sentence(NO_CLAIM_NOTE),
+        AGAINST_TIP=sentence(AGAINST_NOTE), NO_CLAIM=NO_CLAIM, NO_CLAIM_TIP=sentence(NO_CLAIM_NOTE),
+        claim_text=claim_text,
         AGGREGATE_BASELINE_TIP=AGGREGATE_BASELINE_TIP,
         ABLATION_CAPTION=ABLATION_CAPTION, AGGREGATE_CAPTION=AGGREGATE_CAPTION, page_rule=page_rule,
         ci=page_interval, page_score=page_score, number=number, finite=finite, score_label=score_label,

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..defaults import MAX_N_BOOT, N_BOOT
-from ..errors import GenbenchError
+from ..errors import GenbenchError, check_n_boot
 
 LEVEL = 0.95
 MIN_RESAMPLES = 10  # fewer finite resamples than this give no interval
@@ -25,9 +24,7 @@ def resample_weights(n: int, *, table_sha256: str, seed: int, n_boot: int) -> np
     """[n_boot, n] multinomial counts over the zoo's n models (sorted by model id): the same for every entry."""
     if n < 1 or n_boot < 1:
         raise GenbenchError(f"the bootstrap needs n >= 1 models and n_boot >= 1 resamples; got n={n}, n_boot={n_boot}")
-    if n_boot > MAX_N_BOOT:  # [n_boot, n] weights: 10**11 of them asked numpy for 157 TiB
-        raise GenbenchError(f"n_boot (--n-boot) is at most {MAX_N_BOOT} (each resample is a row of weights over the "
-                            f"models, held in memory; the default is {N_BOOT}), got {n_boot}")
+    check_n_boot("n_boot (--n-boot)", n_boot)  # [n_boot, n] weights: 10**11 of them asked numpy for 157 TiB
     rng = np.random.default_rng(resample_seed(table_sha256, seed))
     return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
 

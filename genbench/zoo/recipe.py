@@ -149,8 +149,8 @@ def check_training(k: Any) -> int:
     if isinstance(k, str) and k.strip().isdigit():
         k = int(k)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-        raise GenbenchError(f"training (--training) must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: training K, "
-                            f"the zoo RECIPE-tK), got {k!r}")
+        raise GenbenchError(f"training (--training) must be a whole number >= 0 (0: the recipe's own zoo; K >= 1: "
+                            f"training K, the zoo RECIPE-tK), got {k!r}")
     return int(k)
 
 
@@ -295,8 +295,8 @@ def parse_recipe(raw: Any, *, text: str = "", where: str = "recipe") -> Recipe:
                     seed=int(raw.get("seed", 0)), dataset=dict(raw["dataset"]), family=raw["family"], arch=dict(arch),
                     grid={k: list(v) for k, v in grid.items()}, train=train, twins=list(twins), text=text)
     specs = recipe.expand()
-    for spec in specs:  # a twin's scale or set: trained as int(v), the table would record another number
-        for key in ("batch_size", "epochs"):
+    for spec in (s for s in specs if s.perturbation):  # a twin's scale or set (_check_train saw the rest): trained
+        for key in ("batch_size", "epochs"):            # as int(v), the table would record another number
             v = spec.train[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer() or v < 1:
                 raise bad(f"twins ({spec.perturbation}): train.{key}", "a whole number >= 1 once scaled or set", v)
