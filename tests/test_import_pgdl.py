@@ -417,7 +417,59 @@ def plant_truncated_shard(task: Path) -> str:
     shard = task / "dataset_1" / "train" / "shard_1.tfrecord"
     last = record_offsets(shard)[-1]
     os.truncate(shard, last + 20)
-    return f"{re.escape(str(shard))} is truncated: the record at byte offset {last} is cut off"
+    return f"{re.escape(str(shard))} is truncated or damaged: the record at byte offset {last} is cut off"
+
+
+def plant_damaged_length(task: Path) -> str:  # tfrecord allocated the declared length: a MemoryError before
+    shard = task / "dataset_1" / "train" / "shard_1.tfrecord"
+    second = record_offsets(shard)[1]
+    with shard.open("r+b") as f:
+        f.seek(second)
+        f.write(struct.pack("<Q", 1 << 60))
+    return (f"{re.escape(str(shard))} is truncated or damaged: the record at byte offset {second} has a length "
+            f"field \\({1 << 60}\\) that fails its checksum")
+
+
+def plant_flipped_byte(task: Path) -> str:  # imported as wrong inputs: "genbench does not reproduce ... report it"
+    shard = task / "dataset_1" / "train" / "shard_0.tfrecord"
+    third = record_offsets(shard)[2]
+    data = bytearray(shard.read_bytes())
+    data[third + 12 + 60] ^= 0x40  # inside the inputs' float content
+    shard.write_bytes(bytes(data))
+    return (f"{re.escape(str(shard))} is truncated or damaged: the record at byte offset {third} holds data that "
+            "fail their checksum")
+
+
+def plant_cut_length_field(task: Path) -> str:  # the header's length itself cut off
+    shard = task / "dataset_1" / "train" / "shard_1.tfrecord"
+    last = record_offsets(shard)[-1]
+    os.truncate(shard, last + 5)
+    return f"{re.escape(str(shard))} is truncated or damaged: the record at byte offset {last} is cut off"
+
+
+def _bad_tensor(task: Path, proto: bytes) -> None:
+    from tfrecord.writer import TFRecordWriter
+
+    shard = task / "dataset_1" / "test" / "shard_0.tfrecord"
+    w = TFRecordWriter(str(shard))
+    w.write({"inputs": (proto, "byte"), "output": (tensor_bytes(np.int32(0)), "byte")})
+    w.close()
+
+
+def _proto(shape: list[int], **values) -> bytes:
+    from tensorboardX.proto.tensor_pb2 import TensorProto
+    from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
+
+    dims = TensorShapeProto(dim=[TensorShapeProto.Dim(size=n) for n in shape])
+    return TensorProto(dtype=1, tensor_shape=dims, **values).SerializeToString()
+
+
+def plant_huge_shape(task: Path) -> None:  # one value "repeated" over 2^40: numpy's allocation error before
+    _bad_tensor(task, _proto([1 << 20, 1 << 20], float_val=[1.0]))
+
+
+def plant_shape_vs_content(task: Path) -> None:
+    _bad_tensor(task, _proto([2, 2], tensor_content=np.zeros(3, np.float32).tobytes()))
 
 
 def plant_duplicate_id(task: Path) -> None:
@@ -467,6 +519,13 @@ def plant_empty_split(task: Path) -> None:  # said to be "float64 of shape ()" b
     _test_split(task, np.zeros(0, dtype=np.int64))
 
 
+def plant_nan_input(task: Path) -> None:
+    x = np.random.default_rng(1).normal(size=(20, *IMAGE)).astype(np.float32)
+    x[7, 2, 3, 1] = np.nan
+    shutil.rmtree(task / "dataset_1" / "test")
+    write_shards(task / "dataset_1" / "test", x, np.arange(20) % 3, shards=1)
+
+
 def plant_stray_model(task: Path) -> None:
     shutil.copytree(task / "model_0", task / "model_4")
 
@@ -481,6 +540,14 @@ BAD = {
     "unmapped-layer": (plant_unmapped_layer, r"model_1/config\.json: Keras layer 1 has type 'LSTM'.*supported layer "
                                              r"types: Dense, Conv2D, MaxPooling2D, AveragePooling2D"),
     "truncated-shard": (plant_truncated_shard, None),
+    "damaged-record-length": (plant_damaged_length, None),
+    "flipped-byte-in-shard": (plant_flipped_byte, None),
+    "cut-length-field": (plant_cut_length_field, None),
+    "huge-tensor-shape": (plant_huge_shape, r"shard_0\.tfrecord: the record at byte offset 0 is not an Example of "
+                                            r"serialized tensors .*: its tensor declares shape \[1048576, 1048576\], "
+                                            r"no array of at most 268435456 values"),
+    "tensor-shape-vs-content": (plant_shape_vs_content, r"its tensor declares shape \[2, 2\] \(4 values\) and "
+                                                        r"holds 3 values"),
     "duplicate-id": (plant_duplicate_id, r"duplicate model id\(s\) \['1'\]"),
     "two-names-one-model": (plant_two_names_for_one_model, r"entries '1' and 'model_1' both name model 'model_1'"),
     "recorded-accuracy-off": (plant_wrong_record, r"1 recomputed accuracies differ .*: model_3 test"),
@@ -495,6 +562,8 @@ BAD = {
     "mixed-hparam": (_hparam("1", 3), r"hyperparameter 'arch' is a number in some models and a string in others"),
     "negative-label": (plant_negative_label, r"dataset_1/test: label -1 is negative"),
     "empty-split": (plant_empty_split, r"dataset_1/test: its shards hold no example"),
+    "nan-input": (plant_nan_input, r"dataset_1/test: the inputs of 1 example\(s\) are not finite \(the first is "
+                                   r"example 7\)"),
     "missing-dataset": (plant_missing_dataset, r"model_2/weights\.hdf5 is not a whole Keras weight file \(KeyError"),
 }
 

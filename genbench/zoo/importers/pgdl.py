@@ -157,6 +157,10 @@ def read_split(task_dir: Path, split: str) -> tuple[np.ndarray, np.ndarray] | No
         return None
     data = read_examples(shards, FEATURES)
     x, y = data["inputs"].astype(np.float32), data["output"]
+    bad = np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(1)) if len(x) else []
+    if len(bad):  # imported, such inputs made every recomputed accuracy "differ": a bug to report, it said
+        raise GenbenchError(f"{task_dir / DATA / split}: the inputs of {len(bad)} example(s) are not finite (the first "
+                            f"is example {int(bad[0])}); the task's data are damaged: copy or extract the task again")
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if len(y) == 0:  # an empty split read as float64 of shape (0,): said as what it is
