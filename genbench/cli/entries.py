@@ -128,7 +128,7 @@ def leaderboard_baselines(zoo: Zoos = [DEFAULT_ZOO], results: ResultsOut = None,
                           trainings: Trainings = None) -> None:
     """Write the baseline rows: the gap predicted from the hyperparameters, from statistics of the weights, from
     every built-in scalar measure at once, and from the training loss and accuracy. A measure below baseline.hparams
-    adds nothing the recipe said."""
+    predicts the gap worse than the recipe alone; what it adds to the recipe is its delta R^2."""
     check_writable(None, results)  # before any work
     from ..entries.trainings import default_trainings, training_zoos
     from ..zoo import load_zoo
