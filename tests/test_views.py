@@ -349,3 +349,20 @@ def test_small_cli_messages_say_what_was_asked(monkeypatch, tmp_path):
     assert str(empty.exception).startswith(f"no records for zoo '' in {SHIPPED}; zoos with records: [")
     glob = run(monkeypatch, ["audit", "norm.*"], 200, tmp_path)
     assert str(glob.exception).startswith("audit takes one measure, not the pattern 'norm.*'")
+
+
+@pytest.mark.parametrize("verdict, note, code", [
+    ("robust", "", "ok"),
+    ("fragile-value, fragile-scale, data-blind; inconclusive: trend", "", "fv fs db ?"),  # the ? was dropped
+    # the reasons of an inconclusive verdict hold ',' and ';': they came out as labels, "trend" lost
+    ("inconclusive (no trend, scaling: 0 judged twin curves < 3 per twin kind; no data: 2 groups)", "", "?"),
+    ("inconclusive (no value: x; no trend, scaling: y)", "unranked: partial zoo (3 of 8 models)", "?"),
+    ("data-blind", "unranked: partial zoo (3 of 8 models)", "db"),
+    ("not audited", "", "-"),
+])
+def test_a_fragility_cell_codes_the_verdict_and_keeps_the_note_whole(verdict, note, code):
+    from genbench.leaderboard.terminal import fragility_cell, fragility_code
+
+    text = verdict + (f"; {note}" if note else "")  # as export.py writes a row's fragility
+    assert fragility_code(text, note) == code
+    assert fragility_cell(text, note) == code + (f"; {note}" if note else "")

@@ -30,8 +30,11 @@ def score_family(name: str) -> str:
         return name
     return spec.help.split(":")[0] if ":" in spec.help else spec.label
 FRAGILITY_LEGEND = ("fragility (the audit): robust = every part ran on enough evidence and passed; fragile-value = "
-                    "its value moves when training changes slightly while the test error does not; fragile-trend = "
+                    "its value moves when training changes slightly while the test error does not, or when the "
+                    "weights are rescaled around a ReLU without changing the network's function; fragile-trend = "
                     "its trend with the train size flips; fragile-scale = its scaling exponent changes; data-blind "
-                    "= it does not follow the data's difficulty (label noise); inconclusive = a part could not run "
-                    "or rests on too little; `genbench audit MEASURE` shows the evidence")
+                    "= it does not follow the data's difficulty (label noise) closely: it tracks at most half of "
+                    "the noise levels the test error tells apart, or its change is under 0.1 of the test error's "
+                    "(elasticity); inconclusive = a part could not run or rests on too little; `genbench audit "
+                    "MEASURE` shows the evidence (for a built-in measure; a submission's is in its record)")
 

@@ -6,7 +6,7 @@ import io
 import re
 import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -136,7 +136,7 @@ def zoo_table(console: Console, zoo: str, part: pd.DataFrame, sort: str, hidden:
             t.add_row(rank_cell(r), rank_text(r["group"]), escape(entry_cell(r)),
                       *([safe_text(r["submission"])] if wide and subs else []),
                       *scores, *([safe_text(r["kind"] or "")] if wide else []),
-                      *([fragility_cell(r["fragility"])] if fragility else []),
+                      *([fragility_cell(r["fragility"], _note(r))] if fragility else []),
                       *([safe_text(short_citation(plain_text(r["citation"] or "")))] if wide else []))
         return t, foot
 
@@ -323,18 +323,34 @@ FRAGILITY_CODES = {"robust": "ok", "fragile-value": "fv", "fragile-trend": "ft",
 """The fragility labels as the terminal's one-line cell abbreviates them (the key is printed under the table)."""
 
 
-def fragility_code(text: str) -> str:
-    """A record's fragility text on one short line: each label by its code (FRAGILITY_CODES), unknown ones whole."""
-    parts = [p.strip() for p in str(text).split(";")[0].split(",") if p.strip()]
-    return " ".join(FRAGILITY_CODES.get(p, FRAGILITY_CODES["inconclusive"] if p.startswith("inconclusive") else p)
-                    for p in parts) or "-"
+def fragility_code(text: str, note: str = "") -> str:
+    """A record's fragility text (its verdict, then `note` when the row carries one) on one short line: each label by
+    its code (FRAGILITY_CODES), unknown ones whole; '?' for a verdict that is or ends inconclusive. The reasons of an
+    inconclusive verdict hold commas and semicolons of their own: they are not labels."""
+    verdict = _verdict_of(str(text), note)
+    if verdict.startswith("inconclusive"):
+        return FRAGILITY_CODES["inconclusive"]
+    head, _, rest = verdict.partition(";")
+    codes = [FRAGILITY_CODES.get(p.strip(), p.strip()) for p in head.split(",") if p.strip()]
+    if rest.strip().startswith("inconclusive"):
+        codes.append(FRAGILITY_CODES["inconclusive"])
+    return " ".join(codes) or "-"
 
 
-def fragility_cell(text: str) -> str:
-    """The fragility cell of a zoo's table: the codes on one line, then what follows the verdict (a partial zoo's
-    note) whole."""
-    rest = str(text).split(";", 1)[1].strip() if ";" in str(text) else ""
-    return fragility_code(text) + (f"; {rest}" if rest else "")
+def _note(row: Any) -> str:
+    """A table row's note ('' where it has none)."""
+    note = row.get("note")
+    return note if isinstance(note, str) else ""
+
+
+def _verdict_of(text: str, note: str) -> str:
+    """The verdict part of a row's fragility text (export.py appends '; NOTE' when the row has a note)."""
+    return text[:-len(note) - 2] if note and text.endswith(f"; {note}") else text
+
+
+def fragility_cell(text: str, note: str = "") -> str:
+    """The fragility cell of a zoo's table: the codes on one line, then the row's note (a partial zoo's) whole."""
+    return fragility_code(text, note) + (f"; {note}" if note else "")
 
 
 def fragility_key(rows: pd.DataFrame, *, hint: bool = True) -> str:
@@ -410,7 +426,7 @@ def official_view(console: Console, table: pd.DataFrame, ranked: list[Record], s
                     cells.append(score_cell(r.get("delta_r2"), *div, refused=r.get("delta_r2_refused"), notes=foot,
                                             digits=score_spec("delta_r2").digits))
                 if fragility:
-                    cells.append(fragility_code(r["fragility"]))
+                    cells.append(fragility_code(r["fragility"], _note(r)))
             m = mean.get(e)
             t.add_row(escape(entry_cell({"entry": e, "local": local, "claim": claim,
                                          "provisional": provisional})), *cells,
