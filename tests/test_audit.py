@@ -726,3 +726,48 @@ def test_a_plot_write_that_dies_leaves_the_old_plot(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         curves.write_curve_plot(None, plot)
     assert plot.read_bytes() == b"\x89PNG whole" and [p.name for p in tmp_path.iterdir()] == ["p.png"]
+
+
+@pytest.fixture(scope="module")
+def partial_fragility(home, tmp_path_factory):
+    """The reduced fragility zoo cut after 18 of its 54 models (an interrupted build)."""
+    return gb.build_zoo("mnist1d-fragility", tmp_path_factory.mktemp("partial") / "mnist1d-fragility",
+                        overrides=REDUCED, limit=18, progress=False)
+
+
+def test_a_partial_audit_zoo_is_refused_or_said_and_the_report_cites_its_table(partial_fragility, fragility_zoo,
+                                                                                digits_zoo):
+    """An interrupted build's verdict (other cells, another verdict) was printed and recorded as the audit's."""
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    from genbench.cli.options import audit_choice
+    assert not partial_fragility.complete and len(partial_fragility) == 18
+    with pytest.raises(gb.GenbenchError, match=r"audit zoo 'mnist1d-fragility' is partial: 18 of 54 models; finish "
+                                               r"it with .*pass allow_partial=True to audit it anyway"):
+        gb.audit("norm.path", partial_fragility, control_models=0, progress=False)
+    report = gb.audit("norm.path", partial_fragility, control_models=0, progress=False, allow_partial=True)
+    assert report.notes[0] == "the audit zoo is partial (18 of 54 models): the verdict rests on those models only"
+    assert report.to_dict()["zoo_table_sha256"] == partial_fragility.table_sha256
+    whole = gb.audit("norm.path", fragility_zoo, control_models=0, progress=False).to_dict()
+    assert whole["zoo_table_sha256"] == fragility_zoo.table_sha256 != partial_fragility.table_sha256
+    res = CliRunner().invoke(app, ["audit", "norm.path", "--zoo", str(partial_fragility.root)])
+    assert res.exit_code != 0 and "pass --allow-partial to audit it anyway" in str(res.exception)
+    assert "\n" not in str(res.exception)
+    # leaderboard run / submit --audit-zoo: refused before the scoring, as `genbench audit` refuses
+    with pytest.raises(gb.GenbenchError, match=r"--audit-zoo .*: audit zoo 'mnist1d-fragility' is partial"):
+        audit_choice(False, str(partial_fragility.root))
+    with pytest.raises(gb.GenbenchError, match=r"--audit-zoo .*: zoo 'digits-mlp' has no twins"):
+        audit_choice(False, str(digits_zoo.root))
+    assert audit_choice(False, str(fragility_zoo.root)) == str(fragility_zoo.root)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("alpha", 1.5, "between 0 and 1"), ("alpha", 0, "between 0 and 1"), ("alpha", "0.05", "a finite number"),
+    ("err_abs_tol", float("nan"), "a finite number"), ("scr", -1, "a share between 0 and 1"),
+    ("min_cells", 0, "1 or more"), ("min_points", 2.5, "a finite whole number"), ("elasticity", True, "number"),
+])
+def test_thresholds_no_audit_can_mean_are_refused_naming_the_field(field, value, says):
+    """Thresholds(alpha=1.5) gave verdicts; alpha='0.05' a TypeError from inside a part."""
+    with pytest.raises(gb.GenbenchError, match=rf"Thresholds\({field}=.*\): {field} must be .*{says}"):
+        Thresholds(**{field: value})

@@ -270,6 +270,8 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
               json_out: Optional[Path] = typer.Option(None, "--json", help="write the report as JSON here"),
               plot: Optional[Path] = typer.Option(None, "--plot", help="write the learning curves (measure and test "
                                                   "error against train size, per arm) here: .svg or .png"),
+              allow_partial: bool = typer.Option(False, "--allow-partial", help="audit a partial zoo (not every "
+                                                 "model of its recipe built): the report says so"),
               ) -> None:
     """Fragility audit: do value, trend and scaling survive small changes of training? Thresholds printed."""
     check_writable(None)  # before the audit's minutes
@@ -279,9 +281,9 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     from ..leaderboard.terminal import print_audit
     from ..measures import get_measure
     from ..scoring import audit
-    from ..scoring.audit import has_twins
+    from ..scoring.audit import check_audit_zoo
     from ..zoo import load_zoo
-    from ..zoo.roles import audit_zoo_of
+    from .options import check_auditable
 
     check_limits(counts={"--n-boot": n_boot})
     if control_models < 0:
@@ -293,12 +295,10 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
                             f"`genbench leaderboard run {shlex.quote(measure)}` audits each measure it matches")
     get_measure(measure)  # an unknown name first, with its suggestions
     z = load_zoo(zoo)
-    if not has_twins(z):
-        ours = audit_zoo_of(z)  # the audit zoo of this zoo's family
-        raise GenbenchError(f"zoo {z.name!r} has no twins (models trained again with one small change of training), "
-                            "so the audit could only say 'inconclusive' there; audit on a zoo with twins, e.g. "
-                            f"`--zoo {ours}` (`genbench zoo build {ours}` first, if it is not built)")
-    report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot)
+    check_auditable(z)
+    check_audit_zoo(z, allow_partial=allow_partial, flag="--allow-partial")
+    report = audit(measure, z, device=device, control_models=control_models, n_boot=n_boot,
+                   allow_partial=allow_partial)
     print_audit(console, report, measure, z.name, details=details)
     if json_out:
         write_json_atomic(json_out, report.to_dict())

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 import yaml
@@ -67,12 +67,29 @@ def audit_choice(no_audit: bool, audit_zoo: str | None) -> str | None:
     if chosen not in (None, AUTO_AUDIT) and not str(chosen).startswith("hf://"):
         from ..zoo.roles import recipe_of
         from ..zoo.storage import load_zoo
-        try:  # an unknown zoo: said before the scoring, not after it (a recipe's zoo not built yet is said per record)
-            if recipe_of(str(chosen)) is None:
-                load_zoo(chosen)
+        from ..paths import zoos_dir
+        from ..scoring.audit import check_audit_zoo
+        try:  # said before the scoring, not after it (a recipe's zoo not built yet is said per record)
+            z = load_zoo(chosen) if recipe_of(str(chosen)) is None or Path(zoos_dir(), str(chosen)).is_dir() \
+                else None
+            if z is not None:  # an unknown zoo, one without twins, a partial one: what `genbench audit` refuses
+                check_auditable(z)
+                check_audit_zoo(z, flag=None)
         except GenbenchError as e:
             raise GenbenchError(f"--audit-zoo {chosen}: {e}") from None
     return chosen
+
+
+def check_auditable(zoo: Any) -> None:
+    """Refuse an audit zoo without twins (the audit could only say 'inconclusive' there), naming the audit zoo of
+    its family."""
+    from ..scoring.audit import has_twins
+    from ..zoo.roles import audit_zoo_of
+    if not has_twins(zoo):
+        ours = audit_zoo_of(zoo)
+        raise GenbenchError(f"zoo {zoo.name!r} has no twins (models trained again with one small change of training), "
+                            "so the audit could only say 'inconclusive' there; audit on a zoo with twins, e.g. "
+                            f"`--zoo {ours}` (`genbench zoo build {ours}` first, if it is not built)")
 
 
 def overrides(pairs: list[str]) -> dict:

@@ -28,7 +28,8 @@ ALPHAS = (0.1, 10.0)
 MC_SUFFIX = ":mc_se"  # a value-table column `NAME:mc_se`: each model's Monte-Carlo standard error of the measure
 
 __all__ = ["ALPHAS", "BASE", "CURVE_AXIS", "DATA_AXIS", "LABELS", "MC_SUFFIX", "REPLICATE", "Check", "Evidence",
-           "FragilityReport", "Thresholds", "assemble_report", "audit", "audit_table", "cell_stats", "critical",
+           "FragilityReport", "Thresholds", "assemble_report", "audit", "audit_table", "cell_stats",
+           "check_audit_zoo", "critical",
            "has_twins",
            "cross_fit", "data_sensitivity", "learning_curves", "missing_parts", "pick_control_models",
            "rescaling_control", "twin_cells", "verdict_of"]
@@ -85,14 +86,15 @@ def _table_notes(form: str, has_twins: bool, curves: pd.DataFrame, th: Threshold
 
 
 def assemble_report(measure: str, zoo: str, parts: dict[str, Any], control: pd.DataFrame, th: Thresholds,
-                    control_reason: str | None = None, notes: list[str] | None = None) -> FragilityReport:
+                    control_reason: str | None = None, notes: list[str] | None = None,
+                    table_sha256: str | None = None) -> FragilityReport:
     """The report from audit_table's parts and the rescaling control (part 6), with every part's evidence."""
     control_checks, control_ev = control_check(control, th, control_reason, ALPHAS)
     return FragilityReport(measure=measure, zoo=zoo, form=parts["form"], admitted=parts["admitted"],
                            checks=parts["checks"] + control_checks, evidence=parts["evidence"] + [control_ev],
                            cells=parts["cells"], curves=parts["curves"], data=parts["data"], control=control,
                            thresholds=th, notes=(notes or []) + parts["notes"],
-                           means=parts.get("means", pd.DataFrame()))
+                           means=parts.get("means", pd.DataFrame()), zoo_table_sha256=table_sha256)
 
 
 # ---------------------------------------------------------------- the audited values
@@ -227,14 +229,17 @@ def _control(m: Measure, zoo: Zoo, ids: list[str], to_scalar: Any, **kw: Any) ->
 
 def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = None, *, device: str | None = None,
           seed: int = SEED, control_models: int = 4, n_boot: int = N_BOOT, thresholds: Thresholds | None = None,
-          cache: bool = True, progress: bool = True, executor: Any = "local") -> FragilityReport:
+          cache: bool = True, progress: bool = True, executor: Any = "local", allow_partial: bool = False
+          ) -> FragilityReport:
     """The fragility audit (docs/fragility.md) of one measure on a zoo, computing its values first if needed; the
     measure calls (values and the rescaling control) are made by `executor` (harness/executor.py).
 
     On a zoo without twins or learning curves, the parts that need them are reported as missing, and the
     verdict is then 'inconclusive' (or a failure label followed by the missing parts), never 'robust'. A value
     column `NAME:mc_se` (each model's Monte-Carlo standard error) enters the seed-level standard errors.
-    `n_boot` is accepted for callers' sake: the audit's tests are analytic (seed-level standard errors)."""
+    `n_boot` is accepted for callers' sake: the audit's tests are analytic (seed-level standard errors). A partial
+    zoo (an interrupted build) is refused unless `allow_partial`: its missing cells change the verdict, and a
+    record of it could not be told from one on the whole zoo. The report cites the zoo's table sha256."""
     from ..device import resolve_device
     from ..harness.evaluate import evaluate
     del n_boot
@@ -242,6 +247,7 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
     m = resolve_measures(measure)[0] if callable(measure) and not isinstance(measure, Measure) else \
         get_measure(measure)  # a name, a Measure, or a registered function as evaluate takes it
     zoo = zoo if isinstance(zoo, Zoo) else load_zoo(zoo)
+    partial = check_audit_zoo(zoo, allow_partial=allow_partial)
     th = thresholds or Thresholds()
     device = resolve_device(device)
     if values is None:
@@ -258,14 +264,29 @@ def audit(measure: str | Measure, zoo: str | Zoo, values: pd.DataFrame | None = 
         if mc_col in values.columns and m.kind == "scalar" else None
     axes = [a for a in zoo.hparams if f"hp.{a}" in table.columns]
     t = _audit_frame(table, anchors, axes, mu, mc)
-    notes = ([note] if note else []) + _value_notes(t, mc_col if mc is not None else None)
+    notes = ([partial] if partial else []) + ([note] if note else []) + _value_notes(t, mc_col if mc is not None
+                                                                                     else None)
     parts = audit_table(t, axes=axes, sign=-1.0 if m.higher_means == "smaller_gap" else 1.0, thresholds=th)
     from ..harness.executor import resolve_executor
     control, reason = _control(m, zoo, pick_control_models(base_ids, control_models), to_scalar, device=device,
                                seed=seed, form=parts["form"], mc_se=mc, th=th, executor=resolve_executor(executor))
     if control_models <= 0:
         reason = "no control models were asked for (control_models=0)"
-    return assemble_report(m.name, zoo.name, parts, control, th, control_reason=reason, notes=notes)
+    return assemble_report(m.name, zoo.name, parts, control, th, control_reason=reason, notes=notes,
+                           table_sha256=zoo.table_sha256)
+
+
+def check_audit_zoo(zoo: Zoo, *, allow_partial: bool = False, flag: str | None = "allow_partial=True") -> str:
+    """Refuse a partial audit zoo (a GenbenchError naming the count and the fix, and `flag` where the caller has
+    one) unless `allow_partial`; then the note its report carries ('' for a complete zoo)."""
+    if zoo.complete:
+        return ""
+    counts = f"{len(zoo)} of {zoo.expected_models} models"
+    if not allow_partial:
+        anyway = f"; pass {flag} to audit it anyway, the report then says so" if flag else ""
+        raise GenbenchError(f"audit zoo {zoo.name!r} is partial: {counts}; {zoo.completion_hint()} (its missing "
+                            f"cells change the verdict{anyway})")
+    return f"the audit zoo is partial ({counts}): the verdict rests on those models only"
 
 
 def has_twins(zoo: Zoo) -> bool:

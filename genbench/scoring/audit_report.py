@@ -3,12 +3,13 @@ their record forms, and the verdict rules: how each part's tables become checks 
 checks and the missing evidence become a verdict. No torch, no measures, no zoo."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..errors import GenbenchError
 from ..fileio import json_safe
 from .audit_stats import BASE
 
@@ -36,6 +37,26 @@ class Thresholds:
     min_points: int = 3          # a learning curve: train sizes with >= 2 values in both arms
     min_groups: int = 3          # data: baseline groups with test errors distinguishable across noise levels
     min_models: int = 2          # control: models on which the rescaling control was computed
+
+    def __post_init__(self) -> None:
+        """Refuse a threshold no audit can mean (alpha 1.5, a nan tolerance, a rate of -1, 0 curves): one line
+        naming the field, not a verdict on nonsense or a TypeError from inside a part."""
+        for f in fields(self):
+            value, default = getattr(self, f.name), f.default
+            whole = isinstance(default, int)
+            ok_type = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
+            if not ok_type or not np.isfinite(value):
+                raise GenbenchError(f"Thresholds({f.name}={value!r}): {f.name} must be a finite "
+                                    f"{'whole number' if whole else 'number'} (default {default})")
+            lo, hi, what = _RANGES.get(f.name, (0.0, np.inf, "0 or more"))
+            if not (lo < value < hi if f.name == "alpha" else lo <= value <= hi):
+                raise GenbenchError(f"Thresholds({f.name}={value!r}): {f.name} must be {what} (default {default})")
+
+
+_RANGES = {"alpha": (0.0, 1.0, "between 0 and 1 (the level of every test)"),
+           **{k: (0.0, 1.0, "a share between 0 and 1") for k in ("scr", "trend_rate", "scale_rate", "df_tau")},
+           **{k: (1, np.inf, "1 or more") for k in ("min_cells", "min_curves", "min_points", "min_groups",
+                                                    "min_models")}}
 
 
 @dataclass
@@ -160,6 +181,7 @@ class FragilityReport:
     thresholds: Thresholds
     notes: list[str] = field(default_factory=list)
     means: pd.DataFrame = field(default_factory=pd.DataFrame)  # seed means per arm and grid point (the plots)
+    zoo_table_sha256: str | None = None  # the audit zoo's table: which build of it the verdict rests on
 
     @property
     def missing(self) -> dict[str, str]:
@@ -181,7 +203,8 @@ class FragilityReport:
                           "checks": [asdict(c) for c in self.checks], "thresholds": asdict(self.thresholds),
                           "notes": list(self.notes), "control": self.control.to_dict(orient="records"),
                           "curves": self.curves.to_dict(orient="records"),
-                          "means": compact(self.means) if not self.means.empty else None})
+                          "means": compact(self.means) if not self.means.empty else None,
+                          **({"zoo_table_sha256": self.zoo_table_sha256} if self.zoo_table_sha256 else {})})
 
 
 # ---------------------------------------------------------------- the checks of each part
