@@ -177,6 +177,29 @@ def test_only_the_exponent_changes_gives_fragile_scale_not_a_trend_flip():
     assert parts["curves"]["d_beta_mu"].to_numpy() == pytest.approx([-1.0] * 3, abs=0.03)
 
 
+def test_a_constant_measure_has_no_trend_and_rounding_is_no_change():
+    """A measure that is the same number on every model (norm.params on a zoo of one width): its learning curves'
+    slopes are rounding (1e-14 against a standard error of 0), which was judged a trend, so trend and scaling
+    passed on nothing; twins 1e-15 off (double rounding) were 'changed'. A real change of a deterministic value
+    (1e-6) still is one."""
+    const = planted(lambda n, r, e: 39168.0, {"lr_x3": (lambda n, r, e: 39168.0, 0.0)}, wobble_sd=0.0)
+    parts = run(const)
+    assert (parts["curves"]["beta_mu_base"] != 0).any()  # the rounding this guards against is there
+    assert not parts["curves"]["base_trend"].any() and not parts["curves"]["exponent_changed"].any()
+    c = checks_by(parts)
+    assert c["trend"][0].failed is None and c["scaling"][0].failed is None
+    assert {"trend", "scaling"} <= set(parts["missing"]) and parts["verdict"].startswith("data-blind; inconclusive")
+    assert c["value"][0].failed is False
+
+    def rounded(scale: float):
+        return planted(lambda n, r, e: math.log(n), {"lr_x3": (lambda n, r, e: math.log(n) * (1 + scale), 0.0)},
+                       wobble_sd=0.0)
+
+    assert not run(rounded(1e-15))["cells"]["changed"].any()
+    assert run(rounded(1e-6))["cells"]["changed"].all()
+    assert "fragile-value" not in failed_labels(run(rounded(1e-15)))
+
+
 def test_a_twin_that_moves_the_error_is_not_admitted_and_nothing_is_judged_on_it():
     parts = run(planted(TRACK, {"lr_x10": (lambda n, r, e: 50 * e, 0.1)}))
     assert parts["admitted"]["lr_x10"] == 0.0

@@ -24,6 +24,7 @@ BASE = "base"
 CURVE_AXIS = "train_size"
 DATA_AXIS = "label_noise"
 REPLICATE = "seed"
+ROUNDING = 1e-9  # a difference within this share of the magnitudes it is computed from is rounding, never a change
 
 __all__ = ["BASE", "CURVE_AXIS", "DATA_AXIS", "REPLICATE", "cell_stats", "critical", "data_sensitivity",
            "learning_curves", "t_test", "twin_cells", "value_change", "value_form"]
@@ -35,15 +36,23 @@ def critical(df: float, alpha: float) -> float:
     return float(t.ppf(1 - alpha / 2, df)) if df >= 1 else float("inf")
 
 
-def t_test(d: float, se: float, df: float, alpha: float) -> tuple[bool | None, float, float]:
+def t_test(d: float, se: float, df: float, alpha: float, scale: float = 0.0) -> tuple[bool | None, float, float]:
     """The one rule: (changed, t statistic, critical value) of a difference d with standard error se on df
-    degrees of freedom; changed is None when se is unknown. A zero se (values constant within each arm) makes any
-    d != 0 a change."""
+    degrees of freedom; changed is None when se is unknown. A d within ROUNDING * `scale` (the magnitude of the
+    numbers it is computed from) is 0: the slope of a constant curve is rounding, not a trend. A zero se (values
+    constant within each arm) makes any other d a change."""
     if not (np.isfinite(d) and np.isfinite(se)):
         return None, np.nan, np.nan
+    if abs(d) <= ROUNDING * scale:
+        d = 0.0
     c = critical(df, alpha)
     tstat = d / se if se > 0 else (0.0 if d == 0 else np.sign(d) * np.inf)
     return bool(abs(d) > c * se), float(tstat), c
+
+
+def _magnitude(*values: Any) -> float:
+    """The largest |value| of those given (arrays included): the scale of the rounding of what they compute."""
+    return float(max(np.max(np.abs(v)) for v in values))
 
 
 # ---------------------------------------------------------------- seed means and their standard errors
@@ -112,13 +121,13 @@ def _twin_cell(c: pd.Series, b: pd.Series, keys: list[str], th: Thresholds, form
     """One twin cell `c` beside its baseline cell `b`: the error's test and tolerance, mu's test, the changes."""
     d_err = c["err"] - b["err"]
     err_moved, t_err, c_err = t_test(d_err, float(np.hypot(b["err_se"], c["err_se"])),
-                                     b["n_err"] + c["n_err"] - 2, th.alpha)
+                                     b["n_err"] + c["n_err"] - 2, th.alpha, _magnitude(c["err"], b["err"]))
     tol = min(c_err * float(np.hypot(b["err_se"], c["err_se"])), th.err_abs_tol) if err_moved is not None \
         else np.nan
     admitted = err_moved is False and abs(d_err) <= th.err_abs_tol
     d_mu = c["mu"] - b["mu"]
     se_mu = float(np.hypot(b["mu_se"], c["mu_se"]))
-    changed, t_mu, c_mu = t_test(d_mu, se_mu, b["n"] + c["n"] - 2, th.alpha)
+    changed, t_mu, c_mu = t_test(d_mu, se_mu, b["n"] + c["n"] - 2, th.alpha, _magnitude(c["mu"], b["mu"]))
     rv = float(value_change(c["mu"], b["mu"], form)) if changed is not None else np.nan
     log_err_change = abs(np.log(c["err"]) - np.log(b["err"])) if min(c["err"], b["err"]) > 0 else np.nan
     denom = max(log_err_change, tol / b["err"]) if b["err"] > 0 and np.isfinite(tol) else np.nan
@@ -134,9 +143,14 @@ def _twin_cell(c: pd.Series, b: pd.Series, keys: list[str], th: Thresholds, form
 
 def _slope(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[float, float]:
     """OLS slope of y on x and its standard error from the points' standard errors."""
-    xc = x - x.mean()
-    w = xc / (xc @ xc)
+    w = _weights(x)
     return float(w @ y), float(np.sqrt(w ** 2 @ se ** 2))
+
+
+def _weights(x: np.ndarray) -> np.ndarray:
+    """w with w @ y the OLS slope of y on x."""
+    xc = x - x.mean()
+    return xc / (xc @ xc)
 
 
 def _f_se(mean: np.ndarray, se: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -232,10 +246,11 @@ def _curve_slopes(x: np.ndarray, base: tuple[np.ndarray, ...], twin: tuple[np.nd
     df_eb, df_et = float((bn_e - 1).sum()), float((tn_e - 1).sum())
     d_mu, d_mu_se = _slope(x, ty - by, np.hypot(ts_mu, bs_mu))
     d_err, d_err_se = _slope(x, te - be, np.hypot(ts_e, bs_e))
-    err_changed, t_derr, _ = t_test(d_err, d_err_se, df_eb + df_et, th.alpha)
-    exp_changed, t_dmu, _ = t_test(d_mu, d_mu_se, df_b + df_t, th.alpha)
-    base_trend, _, _ = t_test(beta_b, se_b, df_b, th.alpha)
-    twin_trend, _, _ = t_test(beta_t, se_t, df_t, th.alpha)
+    w = float(np.abs(_weights(x)).sum())  # a slope's rounding: this times the magnitude of its points
+    err_changed, t_derr, _ = t_test(d_err, d_err_se, df_eb + df_et, th.alpha, w * _magnitude(te, be))
+    exp_changed, t_dmu, _ = t_test(d_mu, d_mu_se, df_b + df_t, th.alpha, w * _magnitude(ty, by))
+    base_trend, _, _ = t_test(beta_b, se_b, df_b, th.alpha, w * _magnitude(by))
+    twin_trend, _, _ = t_test(beta_t, se_t, df_t, th.alpha, w * _magnitude(ty))
     flip = bool(base_trend) and bool(twin_trend) and np.sign(beta_t) != np.sign(beta_b)
     return {"admitted": cells_ok and err_changed is False, "twin_trend": bool(twin_trend), "beta_mu_base": beta_b,
             "beta_mu_base_se": se_b, "beta_mu": beta_t, "beta_mu_se": se_t, "beta_err_base": eb,
@@ -276,7 +291,7 @@ def data_sensitivity(cells: pd.DataFrame, keys: list[str], form: str, sign: floa
 def _err_moved(lo: pd.Series, hi: pd.Series, th: Thresholds) -> bool | None:
     """Whether the test error changed between two noise levels, by the one rule."""
     moved, _, _ = t_test(hi["err"] - lo["err"], float(np.hypot(lo["err_se"], hi["err_se"])),
-                         lo["n_err"] + hi["n_err"] - 2, th.alpha)
+                         lo["n_err"] + hi["n_err"] - 2, th.alpha, _magnitude(lo["err"], hi["err"]))
     return moved
 
 
@@ -291,7 +306,8 @@ def _noise_pairs(g: pd.DataFrame, sign: float, th: Thresholds) -> tuple[int, int
                 continue
             distinct += 1
             d_mu = hi["mu"] - lo["mu"]
-            changed, _, _ = t_test(d_mu, float(np.hypot(lo["mu_se"], hi["mu_se"])), lo["n"] + hi["n"] - 2, th.alpha)
+            changed, _, _ = t_test(d_mu, float(np.hypot(lo["mu_se"], hi["mu_se"])), lo["n"] + hi["n"] - 2, th.alpha,
+                                   _magnitude(lo["mu"], hi["mu"]))
             if changed is None:
                 continue
             judged += 1
