@@ -18,7 +18,9 @@ def did_you_mean(name: str, known: Iterable[str], *, what: str, hint: str = "") 
     if not isinstance(name, str):
         return GenbenchError(f"a {what.rstrip(':')} is a string, got {type(name).__name__} {name!r}")
     known = sorted(set(known))
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    lowered = {k.lower(): k for k in known}  # NORM.PATH is norm.path
+    close = [lowered[name.lower()]] if name.lower() in lowered else \
+        [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)]
     msg = f"unknown {what} {name!r}."
     if close:
         msg += " Did you mean " + " or ".join(repr(c) for c in close) + "?"

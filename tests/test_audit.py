@@ -794,3 +794,33 @@ def test_thresholds_no_audit_can_mean_are_refused_naming_the_field(field, value,
     """Thresholds(alpha=1.5) gave verdicts; alpha='0.05' a TypeError from inside a part."""
     with pytest.raises(gb.GenbenchError, match=rf"Thresholds\({field}=.*\): {field} must be .*{says}"):
         Thresholds(**{field: value})
+
+
+def test_the_audit_says_what_it_rests_on_per_twin_kind_and_when_nothing_has_a_value():
+    """The evidence line said 'needs >= 6' of a minimum that holds per twin kind, and '1 control models'; a table
+    without any value got the note 'the measure takes values <= 0'."""
+    import io
+
+    from rich.console import Console
+
+    from genbench.leaderboard.terminal import print_verdict
+    parts = run(planted(TRACK, {"lr_x3": (TRACK, 0.0)}))
+    control = pd.DataFrame([{"model_id": "m", "alpha": 10.0, "mu": 1.0, "mu_rescaled": 1.0, "rv": 0.0, "tol": 0.05}])
+    out = io.StringIO()
+    print_verdict(Console(file=out, width=200), assemble_report("m", "z", parts, control, Thresholds()))
+    text = out.getvalue()
+    assert "value rests on 12 admitted twin cells (needs >= 6 per twin kind)" in text
+    assert "control rests on 1 control model (needs >= 2)" in text
+    empty = planted(TRACK, {"lr_x3": (TRACK, 0.0)}).assign(mu=np.nan)
+    assert run(empty)["notes"][0] == "no model has a value of the measure: no part could be judged"
+
+
+def test_a_submission_entry_is_named_as_such_and_a_name_in_capitals_finds_its_measure():
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    res = CliRunner().invoke(app, ["audit", "gradnoise.noise_scale_log"])
+    assert str(res.exception).startswith("gradnoise.noise_scale_log is the entry of the submission "
+                                         "submissions/gradient_noise_scale, not a registered measure")
+    res = CliRunner().invoke(app, ["audit", "NORM.PATH"])
+    assert "Did you mean 'norm.path'?" in str(res.exception)

@@ -293,7 +293,14 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     if any(c in measure for c in "*?["):
         raise GenbenchError(f"audit takes one measure, not the pattern {measure!r}: e.g. `genbench audit norm.path`; "
                             f"`genbench leaderboard run {shlex.quote(measure)}` audits each measure it matches")
-    get_measure(measure)  # an unknown name first, with its suggestions
+    try:
+        get_measure(measure)  # an unknown name first, with its suggestions
+    except GenbenchError:
+        if (folder := shipped_submission(measure)) is None:
+            raise
+        raise GenbenchError(f"{measure} is the entry of the submission {folder}, not a registered measure: its audit is "
+                            f"in its records (the leaderboard's fragility column); `genbench submit {folder}` runs it "
+                            "again, audit included") from None
     z = load_zoo(zoo)
     check_auditable(z)
     check_audit_zoo(z, allow_partial=allow_partial, flag="--allow-partial")
@@ -307,3 +314,20 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
         from ..leaderboard.curves import write_curve_plot
         write_curve_plot(report, plot, measure=measure, form=report.form)
         console.print(f"learning curves written to {plot}")
+
+
+def shipped_submission(entry: str) -> str | None:
+    """The folder of the shipped submission whose entry is `entry` (as its records say), or None."""
+    import json
+
+    from ..paths import shipped_results_dir
+    root = shipped_results_dir()
+    for path in sorted(root.glob("*/*.json")) if root is not None else []:
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        sub = rec.get("submission") if isinstance(rec, dict) else None
+        if isinstance(sub, dict) and rec.get("measure") == entry and isinstance(sub.get("path"), str):
+            return sub["path"]
+    return None

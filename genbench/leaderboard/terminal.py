@@ -310,7 +310,9 @@ def print_verdict(console: Console, report: FragilityReport) -> None:
     verdict, missing = report.verdict, report.missing
     colour = "green" if verdict == "robust" else "yellow" if verdict.startswith("inconclusive") else "red"
     for e in report.evidence:
-        console.print(f"evidence: {escape(e.part)} rests on {e.n} {escape(e.unit)} (needs >= {e.minimum})")
+        unit = e.unit[:-1] if e.n == 1 and e.unit.endswith("s") else e.unit  # "1 control model"
+        per = " per twin kind" if e.by_twin else ""  # value, trend and scaling judge each kind on its own
+        console.print(f"evidence: {escape(e.part)} rests on {e.n} {escape(unit)} (needs >= {e.minimum}{per})")
     for part, why in missing.items():
         console.print(f"[yellow]missing[/yellow] {escape(part)}: {escape(why)}")
     console.print(f"verdict: [bold {colour}]{escape(verdict)}[/bold {colour}]")

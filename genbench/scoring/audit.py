@@ -60,7 +60,7 @@ def audit_table(t: pd.DataFrame, *, axes: list[str], sign: float = 1.0, threshol
     verdict = verdict_of(checks, missing_parts(checks, evidence, short=True))
     return {"form": form, "cells": twins, "curves": curves, "data": data, "checks": checks, "evidence": evidence,
             "missing": missing_parts(checks, evidence), "verdict": verdict, "admitted": _admitted(twins),
-            "notes": _table_notes(form, has_twins, curves, th), "means": cells.copy()}
+            "notes": _table_notes(form, has_twins, curves, th, t["mu"].to_numpy(float)), "means": cells.copy()}
 
 
 def _admitted(twins: pd.DataFrame) -> dict[str, float]:
@@ -72,10 +72,13 @@ def _admitted(twins: pd.DataFrame) -> dict[str, float]:
     return admitted
 
 
-def _table_notes(form: str, has_twins: bool, curves: pd.DataFrame, th: Thresholds) -> list[str]:
+def _table_notes(form: str, has_twins: bool, curves: pd.DataFrame, th: Thresholds, mu: np.ndarray
+                 ) -> list[str]:
     """What a reader of parts 1-5 must know: a linear form, no twins, learning curves that lost points."""
     notes = [] if form == "log" else ["the measure takes values <= 0: changes are relative (|new - old| / |old|) "
                                       "and slopes are fitted to mu itself, not log mu"]
+    if not np.isfinite(mu).any():  # value_form says 'linear' then: no value is <= 0 either
+        notes = ["no model has a value of the measure: no part could be judged"]
     if not has_twins:
         notes.append("the zoo has no twins (models with `twin_of`): value, trend and scaling fragility need them")
     if not curves.empty and (curves["lost"] > 0).any():
