@@ -1,6 +1,7 @@
 """`genbench submit`: a submitted measure scored in the sandbox, its records written and summarised."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -113,15 +114,25 @@ def _ranked_beside_the_shipped(results: Path | None, written: set[Path] = frozen
     from ..leaderboard.standings import rank_records
     from ..paths import results_dir, shipped_results_dir
     from ..record import shown_records
+    from ..text import plain_text
 
     found = (shipped_results_dir(), results or results_dir(), *sorted(written))
     folders = list(dict.fromkeys(f.resolve() for f in found if f is not None and f.is_dir()))  # each read once
     try:
         return rank_records(shown_records(folders, say=lambda text, kind: None))
     except GenbenchError as e:  # the new records are written; only their place among the others cannot be said
-        console.print(f"cannot rank the new records beside the others: {plain_text(e, limit=2000)}", style="yellow",
-                      highlight=False, markup=False)
+        console.print(f"cannot rank the new records beside the others: {_n_boot_once(plain_text(e, limit=2000))}",
+                      style="yellow", highlight=False, markup=False)
         return []
+
+
+_N_BOOT_TWICE = re.compile(r"( --n-boot [^\s`]+)((?: [^`]*?)? --n-boot [^\s`]+`)")  # twice in one `command`
+
+
+def _n_boot_once(text: str) -> str:
+    """`text` with each quoted command that gives --n-boot twice (the record's own, then the one the fix asks for)
+    keeping the last."""
+    return _N_BOOT_TWICE.sub(lambda m: m.group(2), text)
 
 
 def official_verdict(name: str, zoos: list[str], ranked: list, folder: Path) -> str:
