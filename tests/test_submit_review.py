@@ -5,8 +5,10 @@ submission is refused."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from genbench.errors import GenbenchError
@@ -34,3 +36,62 @@ def test_a_ranking_that_cannot_pair_is_one_yellow_line_whose_fix_gives_n_boot_on
     line = " ".join(out.getvalue().split())
     assert line.startswith("cannot rank the new records beside the others: cannot pair the records of 'z'"), line
     assert "(`genbench submit x --zoo z --no-audit --budget-s 3 --n-boot 1000`, seed 0)" in line, line
+
+
+# ---------------------------------------------------------------- a value the harness refuses, in the sandbox
+
+
+class _ZooModel:
+    """The worker's view of one model (worker.JobModel's methods), read from a built zoo."""
+
+    def __init__(self, zoo, model_id: str):
+        self.zoo, self.model_id = zoo, model_id
+
+    def load_model(self, *, init: bool = False, device: str = "cpu"):
+        return self.zoo.load_model(self.model_id, init=init, device=device)
+
+    def training_set(self):
+        return None
+
+
+@pytest.mark.parametrize("returned", ["312.08", b"1.5", True, np.bool_(False), np.array([True]), None, 10 ** 400,
+                                      object(), [1.0, 2.0], float("nan"), 2.5, 7], ids=lambda v: type(v).__name__)
+def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):
+    """Each value the measure returns is the same per-model entry through the sandbox's worker, channel and executor
+    as gb.evaluate's run_measure makes in process (a string, a boolean, None: refused; 10**400: OverflowError)."""
+    from genbench.entries.submit import worker
+    from genbench.entries.submit.events import check_outcome
+    from genbench.entries.submit.executor import entry_of
+    from genbench.harness.evaluate import make_context, run_measure
+    from genbench.measures.registry import Measure
+
+    m = Measure(name="t.odd", fn=lambda ctx: returned, kind="scalar", needs=(), citation="", version=1,
+                higher_means=None)
+    where = _ZooModel(digits_zoo, digits_zoo.model_ids[0])
+    out = worker.call(m, where, {"alpha": None, "seed": 0, "budget_s": 30}, "cpu")
+    got = entry_of(m, check_outcome({"task": 0, **out}), 30)
+    ctx = make_context(m, model=where.load_model(), train=None, init_model=None, memo={}, budget_s=30)
+    expected = run_measure(m, ctx)
+    assert (got["value"], got["error"]) == (expected["value"], expected["error"]), (got, expected)
+    if isinstance(returned, (str, bytes, bool, np.bool_, np.ndarray)) or returned is None:
+        assert got["error"].startswith("returned a string" if isinstance(returned, (str, bytes)) else
+                                       "returned None" if returned is None else "returned a boolean"), got
+    if isinstance(returned, int) and returned > 10 ** 300:
+        assert got["error"] == "OverflowError: int too large to convert to float"
+
+
+def test_an_int_too_large_for_a_float_is_each_models_error_and_the_worker_goes_on(tmp_path, digits_zoo):
+    from genbench.entries.submit import submit
+    from genbench.entries.submit.sandbox import sandbox_problem
+
+    folder = tmp_path / "bigint"
+    folder.mkdir()
+    (folder / "measure.py").write_text('import genbench as gb\n\n\n@gb.register_measure("t.bigint", kind="scalar")\n'
+                                       'def f(ctx):\n    return 10 ** sum(p.numel() for p in ctx.model.parameters())\n')
+    (folder / "submission.yaml").write_text('title: t\nauthors: ["A. Author"]\ncontact: a@example.org\n'
+                                            'paper_url: null\nlicence: MIT\nentry: t.bigint\n')
+    (path,) = submit(folder, ["digits-mlp"], results_root=tmp_path / "r", audit_zoo=None, n_boot=20, budget_s=30,
+                     device="cpu", unsandboxed=sandbox_problem() is not None)
+    failure = json.loads(path.read_text())["failure"]
+    assert failure == ("failed the conformance suite: runs, finite, right kind of output: OverflowError: int too "
+                       "large to convert to float (on all 2 models checked)"), failure

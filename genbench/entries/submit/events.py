@@ -7,7 +7,7 @@ input, because the submitted code runs in the worker's process and can write to 
 
 Results, in order: {"stage": "importing measure.py"}; then {"failed": REASON} (the import failed) or {"ready":
 METADATA}; then one {"task": K, ...} per request in order, K = 0, 1, ...: the raw outcome of one measure call
-({"value": [...], "shape": [...]}, {"raised": [TYPE, MESSAGE]}, {"budget": MESSAGE} or {"nonnumeric": TYPE}) with
+({"value": [...], "shape": [...]}, {"raised": [TYPE, MESSAGE]}, {"budget": MESSAGE} or {"invalid": REASON}) with
 its "seconds"; then, once the parent ended the run, {"done": true}."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ MAX_LINE = 16 << 20  # bytes of one message at most
 MAX_COMPONENTS = 100_000  # numbers in one measure value at most
 MAX_TEXT = 4000  # characters of a reason, an error message or a citation at most
 IMPORTING = "importing measure.py"
-OUTCOMES = ("value", "raised", "budget", "nonnumeric")
+OUTCOMES = ("value", "raised", "budget", "invalid")
 
 
 def send(fd: int, **message: Any) -> None:
@@ -103,10 +103,7 @@ def check_outcome(msg: dict[str, Any]) -> dict[str, Any]:
     elif key == "budget":
         out["budget"] = _text(msg["budget"], "a budget message")
     else:
-        name = _text(msg["nonnumeric"], "a type name", 100)
-        if not name.isidentifier():
-            raise ProtocolError(f"task {msg['task']}: {name!r} is not a type name")
-        out["nonnumeric"] = name
+        out["invalid"] = _text(msg["invalid"], "why a value is refused")
     return out
 
 

@@ -15,17 +15,6 @@ from ...zoo.storage import Zoo
 from .job import JobFolder
 from .supervise import Worker
 
-_TYPES: dict[str, type] = {}
-
-
-def _named(name: str) -> object:
-    """An object of a class called `name`: the value a measure returned that is not a number, so that the harness
-    words the failure as it would have in the worker."""
-    if name not in _TYPES:
-        _TYPES[name] = type(name, (), {"__module__": "sandbox"})
-    return _TYPES[name]()
-
-
 def entry_of(m: Measure, out: dict[str, Any], budget_s: float | None) -> dict[str, Any]:
     """The harness's entry (value, error, seconds, cache) for one raw outcome of the worker."""
     seconds = float(out["seconds"])
@@ -33,9 +22,9 @@ def entry_of(m: Measure, out: dict[str, Any], budget_s: float | None) -> dict[st
         return {"value": None, "error": f"{out['raised'][0]}: {out['raised'][1]}", "seconds": seconds, "cache": True}
     if "budget" in out:
         return {"value": None, "error": f"over budget: {out['budget']}", "seconds": seconds, "cache": False}
-    returned = _named(out["nonnumeric"]) if "nonnumeric" in out else \
-        np.asarray(out["value"], dtype=np.float64).reshape(out["shape"])
-    value, error = validate_value(m, returned)
+    if "invalid" in out:  # the worker's validate_value refused the value as returned (a string, None, ...)
+        return {"value": None, "error": out["invalid"], "seconds": seconds, "cache": True}
+    value, error = validate_value(m, np.asarray(out["value"], dtype=np.float64).reshape(out["shape"]))
     if error is None and budget_s is not None and seconds > budget_s:
         return {"value": None, "error": f"over budget: took {seconds:.1f} s, budget {budget_s:g} s",
                 "seconds": seconds, "cache": False}

@@ -1,7 +1,9 @@
 """The sandboxed child of `genbench submit`: it imports the submitted measure.py and, for each call the parent's
 harness requests, makes one measure call and sends its raw outcome (the value as returned, or the exception raised,
-and the seconds taken) on the result channel. It scores nothing, checks nothing and writes no file: the parent
-validates the values and does the conformance suite, the scoring, the audit and the records itself.
+and the seconds taken) on the result channel; a value the harness's validate_value refuses is sent as its reason,
+since only here is the value as returned (a string, a boolean, None, an int too large for a float). It scores nothing
+and writes no file: the parent checks the numbers again and does the conformance suite, the scoring, the audit and the
+records itself.
 Usage: python -m genbench.entries.submit.worker JOB_DIR/job.json REQUEST_FD CHANNEL_FD (the parent writes the job
 folder as it goes; see job.py)."""
 from __future__ import annotations
@@ -67,12 +69,15 @@ class JobModel:
                            augmentation=t["augmentation"])
 
 
+def _raised(e: Exception) -> dict[str, Any]:
+    """The outcome of a call that raised `e`: its type's name and its message, as the harness words them."""
+    name = type(e).__name__
+    return {"raised": [name if name.isidentifier() else "Exception", _text(e)]}
+
+
 def call(m: Any, where: JobModel, task: dict[str, Any], device: str) -> dict[str, Any]:
     """One measure call on one model, as the harness's run_measure makes it; its raw outcome."""
-    import numpy as np
-    import torch
-
-    from ...harness.evaluate import make_context
+    from ...harness.evaluate import make_context, validate_value
     from ...measures.context import BudgetExceeded
     from ...measures.weights import rescale_relu_pair
     try:
@@ -98,19 +103,19 @@ def call(m: Any, where: JobModel, task: dict[str, Any], device: str) -> dict[str
     except BudgetExceeded as e:
         return {"budget": _text(e), "seconds": time.perf_counter() - start}
     except Exception as e:  # a measure's bug is this model's failure, as in the harness
-        name = type(e).__name__
-        return {"raised": [name if name.isidentifier() else "Exception", _text(e)],
-                "seconds": time.perf_counter() - start}
+        return {**_raised(e), "seconds": time.perf_counter() - start}
     seconds = time.perf_counter() - start
-    try:
-        arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
-    except (TypeError, ValueError):
-        name = type(out).__name__
-        return {"nonnumeric": name if name.isidentifier() else "object", "seconds": seconds}
-    if arr.size > MAX_COMPONENTS or arr.ndim > 8:
-        return {"raised": ["ValueError", f"returned {arr.size} numbers of shape {tuple(arr.shape)}; a value may have "
-                                         f"at most {MAX_COMPONENTS} numbers and 8 dimensions"], "seconds": seconds}
-    return {"value": arr.ravel().tolist(), "shape": list(arr.shape), "seconds": seconds}
+    try:  # the harness's own check of a returned value (run_measure's): a string, a boolean or None is refused
+        value, error = validate_value(m, out)
+    except Exception as e:  # as run_measure: e.g. OverflowError for an int too large for a float
+        return {**_raised(e), "seconds": seconds}
+    if error is not None:
+        return {"invalid": _text(error), "seconds": seconds}
+    shape = [len(value)] if isinstance(value, list) else []  # a signature's vector, else a scalar's float
+    if shape and shape[0] > MAX_COMPONENTS:
+        return {"raised": ["ValueError", f"returned {shape[0]} numbers; a value may have at most {MAX_COMPONENTS} "
+                                         "numbers"], "seconds": seconds}
+    return {"value": value if shape else [value], "shape": shape, "seconds": seconds}
 
 
 def run(job_file: Path, requests: int, fd: int) -> int:
