@@ -95,3 +95,54 @@ def test_an_int_too_large_for_a_float_is_each_models_error_and_the_worker_goes_o
     failure = json.loads(path.read_text())["failure"]
     assert failure == ("failed the conformance suite: runs, finite, right kind of output: OverflowError: int too "
                        "large to convert to float (on all 2 models checked)"), failure
+
+
+# ---------------------------------------------------------------- a later zoo's failure keeps the earlier records
+
+
+def test_a_hang_on_a_later_zoo_keeps_the_records_of_the_zoos_that_finished(tmp_path, digits_zoo, nin_zoo,
+                                                                         monkeypatch):
+    """The worker is killed on the second zoo: the first zoo's record is written as it finished and stays ok (the
+    second zoo's failure used to replace it); only the zoo in progress gets the failure record."""
+    from genbench.entries.submit import submit, supervise
+    from genbench.entries.submit.sandbox import sandbox_problem
+
+    monkeypatch.setattr(supervise, "HANG_GRACE_S", 1.0)
+    folder = tmp_path / "convhang"
+    folder.mkdir()
+    (folder / "measure.py").write_text(
+        "import time\nimport torch\nimport genbench as gb\n\n\n"
+        '@gb.register_measure("t.convhang", kind="scalar")\n'
+        "def f(ctx):\n"
+        "    if any(isinstance(m, torch.nn.Conv1d) for m in ctx.model.modules()):\n"
+        "        time.sleep(3600)\n"
+        "    return float(sum(p.abs().sum() for p in ctx.model.parameters()))\n")
+    (folder / "submission.yaml").write_text('title: t\nauthors: ["A. Author"]\ncontact: a@example.org\n'
+                                            'paper_url: null\nlicence: MIT\nentry: t.convhang\n')
+    written: list[Path] = []
+    paths = submit(folder, ["digits-mlp", "digits-nin"], results_root=tmp_path / "r", audit_zoo=None, n_boot=20,
+                   budget_s=1, device="cpu", unsandboxed=sandbox_problem() is not None,
+                   echo=lambda text, kind: written.append(text) if "record written" in text else None)
+    assert paths == [tmp_path / "r" / "digits-mlp" / "convhang.json", tmp_path / "r" / "digits-nin" / "convhang.json"]
+    first, second = (json.loads(p.read_text()) for p in paths)
+    assert first["status"] == "ok", first["failure"]
+    assert second["status"] == "failed" and second["failure"].startswith("hung: one call of t.convhang"), second
+    assert written == [f"[digits-mlp] record written: {paths[0]}"]  # as it finished, before the second zoo
+
+
+def test_an_interrupted_submit_says_what_it_keeps_and_that_a_rerun_scores_every_zoo_again(tmp_path, digits_zoo,
+                                                                                          monkeypatch):
+    import genbench.entries.submit as entries_submit
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entries_submit, "submit", interrupted)
+    template = Path(__file__).resolve().parents[1] / "submissions" / "_template"
+    out = CliRunner().invoke(app, ["submit", str(template), "--zoo", "digits-mlp", "--results", str(tmp_path)])
+    flat = " ".join(out.output.split())
+    assert "submit interrupted: each zoo with a 'record written' line above keeps its record" in flat, flat
+    assert "run the command again (it scores every zoo again), or with --zoo naming only the zoos left" in flat

@@ -65,9 +65,13 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
         else:
             console.print(f"     | {plain_text(text, limit=1000)}", style="dim", highlight=False, markup=False)
 
-    paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
-                   timeout_s=timeout_s, audit_zoo=audit_zoo, device=device,
-                   n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
+    try:
+        paths = submit(folder, zoo or None, results_root=results, budget_s=budget_s, memory_gb=memory_gb,
+                       timeout_s=timeout_s, audit_zoo=audit_zoo, device=device,
+                       n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
+    except KeyboardInterrupt:  # what the interruption keeps, for submit: the zoos finished, not the one in progress
+        console.print(INTERRUPTED, style="yellow", highlight=False, markup=False)
+        raise
     ranked = _ranked_beside_the_shipped(results, {p.parent.parent for p in paths})  # a fallback folder too
     failed = 0
     for path in paths:
@@ -106,6 +110,11 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                   highlight=False, markup=False)
     if failed:
         raise typer.Exit(1)
+
+
+INTERRUPTED = ("submit interrupted: each zoo with a 'record written' line above keeps its record; the zoo in progress "
+               "has none, and a zoo is never scored from where it stopped: run the command again (it scores every zoo "
+               "again), or with --zoo naming only the zoos left")
 
 
 def _ranked_beside_the_shipped(results: Path | None, written: set[Path] = frozenset()) -> list:

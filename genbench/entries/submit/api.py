@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -114,11 +115,18 @@ def submit(path: str | Path, zoos: list[str] | None = None, *, results_root: str
                             "(built-in or installed) measure; give the submitted measure a name of its own")
     check_entry_is_free(sub, results_root)
     require_sandbox(unsandboxed)
+    say = (lambda text: echo(text, "stage")) if echo is not None else None  # noqa: E731
+    written: list[Path] = []
+
+    def keep(rec: dict[str, Any]) -> None:  # a zoo's record as it is finished: a later zoo's crash or Ctrl-C keeps it
+        written.append(write_record_safely(rec, results_root, say))
+        if say is not None:
+            say(f"[{Record(rec).zoo_name}] record written: {written[-1]}")
+
     records = run_submission(sub, loaded, budget_s=budget_s, memory_gb=memory_gb, timeout_s=timeout_s,
                              audit_zoo=audit_zoo, device=device, n_boot=n_boot, echo=echo,
-                             allow_partial=allow_partial, unsandboxed=unsandboxed)
-    say = (lambda text: echo(text, "stage")) if echo is not None else None  # noqa: E731
-    return [write_record_safely(rec, results_root, say) for rec in records]
+                             allow_partial=allow_partial, unsandboxed=unsandboxed, keep=keep)
+    return written + [write_record_safely(rec, results_root, say) for rec in records[len(written):]]
 
 
 def known_zoo(name: str, source: str = "from submission.yaml") -> Zoo:
@@ -182,9 +190,12 @@ def dropped_line(rec: Record) -> str | None:
 def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None = BUDGET_S, memory_gb: float = 4,
                    timeout_s: float | None = None, audit_zoo: str | None = AUTO_AUDIT, device: str | None = None,
                    n_boot: int = N_BOOT, echo: Callable[[str, str], None] | None = None,
-                   allow_partial: bool = False, unsandboxed: bool = False) -> list[dict[str, Any]]:
+                   allow_partial: bool = False, unsandboxed: bool = False,
+                   keep: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """The records of `sub` on the zoos `loaded` (not written): its values computed in the sandbox (or, when
-    `unsandboxed`, in a plain child process), everything else here."""
+    `unsandboxed`, in a plain child process), everything else here. Each zoo's scored record is passed to `keep` as
+    it is finished, and kept when the worker ends on a later zoo: that zoo then gets the failure record, and the zoos
+    after it none (a failure at import or in the conformance suite is every zoo's)."""
     echo = echo or (lambda text, kind: None)
     require_sandbox(unsandboxed)
     device = resolve_device(device)  # a missing GPU is refused here, not recorded as the submission's failure
@@ -203,16 +214,13 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
                                unsandboxed=unsandboxed) for z in loaded]
     sandbox = UNSANDBOXED if unsandboxed else SANDBOXED
 
-    def fail_all(reason: str, meta: dict[str, Any] | None, seconds: float) -> list[dict[str, Any]]:
-        out = []
-        for z, command in zip(loaded, commands):
-            rec = failure_record(sub.name, sub.entry, z, memory_note(reason, memory_bytes), submission=fields,
-                                 command=command, device=device, seconds=seconds)
-            if meta is not None:
-                declare_measure(rec, kind=meta["kind"], citation=meta["citation"], higher_means=meta["higher_means"],
-                                version=meta["version"])
-            out.append(_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds))
-        return out
+    def failed(z: Zoo, command: str, reason: str, meta: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
+        rec = failure_record(sub.name, sub.entry, z, memory_note(reason, memory_bytes), submission=fields,
+                             command=command, device=device, seconds=seconds)
+        if meta is not None:
+            declare_measure(rec, kind=meta["kind"], citation=meta["citation"], higher_means=meta["higher_means"],
+                            version=meta["version"])
+        return _finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds)
 
     def score_on(m: Measure, executor: SandboxExecutor, z: Zoo, command: str) -> dict[str, Any]:
         """The record of the submitted measure on one zoo: its values asked of the sandbox as the harness goes."""
@@ -248,7 +256,7 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
         echo(f"{where}; memory: {memory.describe()}", "stage")
         worker = Worker(job.file, entry=sub.entry, sandboxed=not unsandboxed, submission=sub.folder.resolve(),
                         budget_s=budget_s, memory=memory, timeout_s=timeout_s, device=device, echo=echo)
-        meta, reason, records = None, None, []
+        meta, reason, records, conformed = None, None, [], False  # records: those of the zoos finished, in order
         try:
             meta = worker.ready()
             if meta is None:
@@ -257,9 +265,14 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
                 m = standin_measure(sub.entry, meta, sub.source_sha256)
                 executor = SandboxExecutor(worker, job, m, check_models=CHECK_MODELS)
                 reason = conformance(m, loaded[0], executor, budget_s=budget_s or BUDGET_S)
-                if reason is None:
+                conformed = reason is None
+                if conformed:
                     echo(f"[{loaded[0].name}] conformance suite passed", "stage")
-                    records = [score_on(m, executor, z, command) for z, command in zip(loaded, commands)]
+                    for z, command in zip(loaded, commands):
+                        records.append(_finish(score_on(m, executor, z, command), sub, sandbox=sandbox, device=device,
+                                               budget_s=budget_s, seconds=time.monotonic() - worker.run.started))
+                        if keep is not None:
+                            keep(records[-1])
         except WorkerGone as e:
             reason = e.reason
         finally:  # also on Ctrl-C: the worker and everything it started end with the run
@@ -267,9 +280,15 @@ def run_submission(sub: Submission, loaded: list[Zoo], *, budget_s: float | None
     finally:
         memory.close()
         shutil.rmtree(work, ignore_errors=True)
-    if reason is not None:
-        return fail_all(reason, meta, seconds)
-    return [_finish(rec, sub, sandbox=sandbox, device=device, budget_s=budget_s, seconds=seconds) for rec in records]
+    if reason is None:
+        return records
+    if not conformed:  # the import or the conformance suite failed (or the worker ended in it): every zoo's
+        return [failed(z, command, reason, meta, seconds) for z, command in zip(loaded, commands)]
+    at = len(records)  # the zoo in progress when the worker ended; the zoos after it were not reached
+    if at + 1 < len(loaded):
+        echo(f"not scored: {', '.join(z.name for z in loaded[at + 1:])} (the run ended on {loaded[at].name}): "
+             + ", ".join(f"`{c}`" for c in commands[at + 1:]) + " scores them", "stage")
+    return [*records, failed(loaded[at], commands[at], reason, meta, seconds)]
 
 
 def conformance(m: Measure, zoo: Zoo, executor: SandboxExecutor, *, budget_s: float) -> str | None:
