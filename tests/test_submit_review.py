@@ -146,3 +146,33 @@ def test_an_interrupted_submit_says_what_it_keeps_and_that_a_rerun_scores_every_
     flat = " ".join(out.output.split())
     assert "submit interrupted: each zoo with a 'record written' line above keeps its record" in flat, flat
     assert "run the command again (it scores every zoo again), or with --zoo naming only the zoos left" in flat
+
+
+# ---------------------------------------------------------------- a folder named like a shipped submission
+
+
+def test_a_folder_named_like_a_shipped_submission_with_another_entry_is_refused(tmp_path, digits_zoo, monkeypatch):
+    """Records are filed under the folder's name: a copy of gradient_noise_scale/ with an entry of its own would
+    hide the shipped entry in the leaderboard (and `leaderboard add` would overwrite its verified record)."""
+    import shutil
+
+    from genbench.entries.submit import api, submit
+
+    repo = Path(__file__).resolve().parents[1]
+    shipped = sorted((repo / "leaderboard" / "results").glob("*/gradient_noise_scale.json"))
+    assert shipped, "the shipped record this test plants a clash with"
+    folder = tmp_path / "gradient_noise_scale"
+    shutil.copytree(repo / "submissions" / "gradient_noise_scale", folder)
+    yaml = folder / "submission.yaml"
+    yaml.write_text(yaml.read_text().replace("gradnoise.noise_scale_log", "t.gnsmine"))
+    assert "t.gnsmine" in yaml.read_text()
+    monkeypatch.setattr(api, "Worker", lambda *a, **k: pytest.fail("the worker started on a clashing folder"))
+    with pytest.raises(GenbenchError) as e:
+        submit(folder, ["digits-mlp"], results_root=tmp_path / "r", audit_zoo=None, n_boot=20, device="cpu",
+               unsandboxed=True)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(f"{folder}: the folder name 'gradient_noise_scale' is that of "
+                                                      "the shipped submission of entry 'gradnoise.noise_scale_log'")
+    assert message.endswith(f"this entry 't.gnsmine' would hide that one; rename the folder {folder} (a name no "
+                            "shipped submission has) and submit it from there"), message
+    assert not (tmp_path / "r").exists()

@@ -150,12 +150,15 @@ def check_entry_is_free(sub: Submission, results_root: str | Path | None = None)
                if f is not None and f.is_dir()]
     for folder in folders:
         for path in sorted(folder.glob("*/*.json")):
-            if "." in path.stem or path.stem == sub.name:
+            if "." in path.stem or path.stem == sub.name and folder != shipped_results_dir():
                 continue  # a built-in's or a baseline's record (a dotted name, which no folder has), or its own
             try:
                 r = Record.read(path)
             except GenbenchError:
                 continue  # not a readable record: the leaderboard says so
+            if path.stem == sub.name:
+                check_not_a_shipped_folder(sub, r, path)
+                continue
             if r.measure == sub.entry and r.name != sub.name:
                 raise GenbenchError(
                     f"{sub.folder / SUBMISSION_FILE}: field 'entry': {sub.entry!r} is already the entry of "
@@ -164,6 +167,17 @@ def check_entry_is_free(sub: Submission, results_root: str | Path | None = None)
                     f"its own, or submit it from submissions/{plain_text(r.name, limit=100)}"
                     + ("" if r.ok else f" (that record is a failure record: `genbench leaderboard failed --remove "
                                        f"--results {folder}` deletes it)"))
+
+
+def check_not_a_shipped_folder(sub: Submission, shipped: Record, path: Path) -> None:
+    """Refuse a folder named like a shipped submission's (`shipped`, read from `path`) whose entry is another: its
+    records would hide the shipped ones in the leaderboard, and `leaderboard add` would overwrite them."""
+    if shipped.measure != sub.entry:
+        raise GenbenchError(
+            f"{sub.folder}: the folder name {sub.name!r} is that of the shipped submission of entry "
+            f"{plain_text(shipped.measure, limit=100)!r} ({path}), and records are named after their folder: this "
+            f"entry {sub.entry!r} would hide that one; rename the folder {sub.folder} (a name no shipped submission "
+            "has) and submit it from there")
 
 
 def dropped_line(rec: Record) -> str | None:
