@@ -127,6 +127,8 @@ def test_a_hang_on_a_later_zoo_keeps_the_records_of_the_zoos_that_finished(tmp_p
     first, second = (json.loads(p.read_text()) for p in paths)
     assert first["status"] == "ok", first["failure"]
     assert second["status"] == "failed" and second["failure"].startswith("hung: one call of t.convhang"), second
+    assert second["failure"].endswith("the worker was killed: call ctx.check_time() in the measure's long loops, or "
+                                      "pass a larger --budget-s")  # the fix, beside the budget it names
     assert written == [f"[digits-mlp] record written: {paths[0]}"]  # as it finished, before the second zoo
 
 
@@ -176,3 +178,13 @@ def test_a_folder_named_like_a_shipped_submission_with_another_entry_is_refused(
     assert message.endswith(f"this entry 't.gnsmine' would hide that one; rename the folder {folder} (a name no "
                             "shipped submission has) and submit it from there"), message
     assert not (tmp_path / "r").exists()
+
+
+def test_a_call_over_budget_names_the_fix():
+    from genbench.entries.submit.executor import entry_of
+    from genbench.measures.registry import Measure
+
+    m = Measure(name="t.slow", fn=lambda ctx: 1.0, kind="scalar", needs=(), citation="", version=1, higher_means=None)
+    got = entry_of(m, {"value": [1.0], "shape": [], "seconds": 2.5}, 1.0)
+    assert got["value"] is None and got["error"] == ("over budget: took 2.5 s, budget 1 s: call ctx.check_time() in "
+                                                     "the measure's long loops, or pass a larger --budget-s")

@@ -13,7 +13,7 @@ from ...harness.executor import Entries, Executor
 from ...measures.registry import Measure
 from ...zoo.storage import Zoo
 from .job import JobFolder
-from .supervise import Worker
+from .supervise import BUDGET_FIX, Worker
 
 def entry_of(m: Measure, out: dict[str, Any], budget_s: float | None) -> dict[str, Any]:
     """The harness's entry (value, error, seconds, cache) for one raw outcome of the worker."""
@@ -26,7 +26,7 @@ def entry_of(m: Measure, out: dict[str, Any], budget_s: float | None) -> dict[st
         return {"value": None, "error": out["invalid"], "seconds": seconds, "cache": True}
     value, error = validate_value(m, np.asarray(out["value"], dtype=np.float64).reshape(out["shape"]))
     if error is None and budget_s is not None and seconds > budget_s:
-        return {"value": None, "error": f"over budget: took {seconds:.1f} s, budget {budget_s:g} s",
+        return {"value": None, "error": f"over budget: took {seconds:.1f} s, budget {budget_s:g} s: {BUDGET_FIX}",
                 "seconds": seconds, "cache": False}
     return {"value": value, "error": error, "seconds": seconds, "cache": True}
 

@@ -43,6 +43,9 @@ SHOWN_CHARS = 300  # characters of one line of output shown
 LOG_LIMIT = 4 << 20  # bytes of the worker's output kept in its log file
 
 
+BUDGET_FIX = "call ctx.check_time() in the measure's long loops, or pass a larger --budget-s"
+
+
 class WorkerGone(Exception):
     """The worker was ended before it answered (its reason: a hang, a crash, the memory cap, a broken protocol)."""
 
@@ -467,7 +470,7 @@ class Worker:
                 hang_s = budget + max(HANG_GRACE_S, budget)
                 if now - since > hang_s:
                     killed = (f"hung: one call of {self.entry} ran for more than {hang_s:g} s (its per-model budget "
-                              f"is {budget:g} s) while {current}; the worker was killed")
+                              f"is {budget:g} s) while {current}; the worker was killed: {BUDGET_FIX}")
             if killed is None and self.memory.kind == "rlimit" and polls % 5 == 0:  # a cgroup's limit is the kernel's
                 pids = _tree(self.proc.pid)
                 rss, files = _rss_bytes(pids), _memory_files_bytes(pids) if self.sandboxed else 0
