@@ -4,7 +4,6 @@ process, a later zoo's crash keeps the records of the zoos that finished, and a 
 submission is refused."""
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -30,10 +29,9 @@ def test_a_ranking_that_cannot_pair_is_one_yellow_line_whose_fix_gives_n_boot_on
         raise GenbenchError(message)
 
     monkeypatch.setattr(standings, "rank_records", refuse)
-    out = io.StringIO()
-    monkeypatch.setattr(cli.console, "file", out)
-    assert submit_cli._ranked_beside_the_shipped(tmp_path) == []
-    line = " ".join(out.getvalue().split())
+    with cli.console.capture() as out:
+        assert submit_cli._ranked_beside_the_shipped(tmp_path) == []
+    line = " ".join(out.get().split())
     assert line.startswith("cannot rank the new records beside the others: cannot pair the records of 'z'"), line
     assert "(`genbench submit x --zoo z --no-audit --budget-s 3 --n-boot 1000`, seed 0)" in line, line
 
