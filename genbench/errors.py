@@ -75,3 +75,11 @@ def string_list(value: Any) -> list[str] | None:
     patterns the public functions take."""
     items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else None
     return items if items is not None and all(isinstance(v, str) for v in items) else None
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C a command has already explained (what it keeps): the CLI prints `said` instead of its general line."""
+
+    def __init__(self, said: str):
+        super().__init__(said)
+        self.said = said

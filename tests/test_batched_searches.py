@@ -292,9 +292,11 @@ def test_a_measure_returning_none_is_named_as_such(digits_zoo, temp_measures):
         """Forgets to return."""
 
     m = gb.get_measure("test.none")
-    assert validate_value(m, None) == (None, "returned None; a measure must return a finite number or array")
+    assert validate_value(m, None) == (None, "returned None (a `return` forgotten?); a measure must return a finite "
+                                         "number or array")
     df = gb.evaluate("test.none", digits_zoo, models=digits_zoo.model_ids[:2], cache=False, progress=False)
-    assert (df["test.none:error"] == "returned None; a measure must return a finite number or array").all()
+    assert (df["test.none:error"] == "returned None (a `return` forgotten?); a measure must return a finite number "
+                                     "or array").all()
     assert "non-finite" in validate_value(m, np.nan)[1]
     # np.asarray reads "1.5" as 1.5 and True as 1.0: neither is a measure's value
     for out in ("1.5", b"2"):

@@ -23,7 +23,7 @@ def test_a_ranking_that_cannot_pair_is_one_yellow_line_whose_fix_gives_n_boot_on
                    "provenance": {"command": "genbench submit x --zoo z --no-audit --n-boot 200 --budget-s 3"}})
     message = (f"cannot pair the records of 'z': they were made with different bootstrap settings; regenerate the odd "
                f"ones with the same settings ({standings._commands([mine], ' --n-boot 1000')}, seed 0)")
-    assert message.count("--n-boot") == 2  # what the leaderboard says of a submission's record
+    assert message.count("--n-boot") == 1  # the record's own --n-boot 200 is not repeated before the fix's
 
     def refuse(records):
         raise GenbenchError(message)
@@ -53,7 +53,8 @@ class _ZooModel:
 
 
 @pytest.mark.parametrize("returned", ["312.08", b"1.5", True, np.bool_(False), np.array([True]), None, 10 ** 400,
-                                      object(), [1.0, 2.0], float("nan"), 2.5, 7], ids=lambda v: type(v).__name__)
+                                      object(), [1.0, 2.0], float("nan"), 2.5, 7, ["1.2"], [True], [1.0, None]],
+                         ids=lambda v: repr(v)[:12])
 def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):
     """Each value the measure returns is the same per-model entry through the sandbox's worker, channel and executor
     as gb.evaluate's run_measure makes in process (a string, a boolean, None: refused; 10**400: OverflowError)."""
@@ -74,6 +75,9 @@ def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):
     if isinstance(returned, (str, bytes, bool, np.bool_, np.ndarray)) or returned is None:
         assert got["error"].startswith("returned a string" if isinstance(returned, (str, bytes)) else
                                        "returned None" if returned is None else "returned a boolean"), got
+    if isinstance(returned, list) and not all(isinstance(v, float) for v in returned):  # np.asarray read them
+        assert got["error"] == ("returned a list holding strings, booleans or None; a measure must return a finite "
+                                "number or array"), got
     if isinstance(returned, int) and returned > 10 ** 300:
         assert got["error"] == "OverflowError: int too large to convert to float"
 
@@ -131,21 +135,28 @@ def test_a_hang_on_a_later_zoo_keeps_the_records_of_the_zoos_that_finished(tmp_p
 
 
 def test_an_interrupted_submit_says_what_it_keeps_and_that_a_rerun_scores_every_zoo_again(tmp_path, digits_zoo,
-                                                                                          monkeypatch):
-    import genbench.entries.submit as entries_submit
-    from typer.testing import CliRunner
+                                                                                          monkeypatch, capsys):
+    """Through the command's entry point, as a shell runs it: submit's own line, and not the general one, which says
+    a rerun goes on (a submit scores every zoo again)."""
+    import sys
 
-    from genbench.cli import app
+    import genbench.cli as cli
+    import genbench.entries.submit as entries_submit
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(entries_submit, "submit", interrupted)
     template = Path(__file__).resolve().parents[1] / "submissions" / "_template"
-    out = CliRunner().invoke(app, ["submit", str(template), "--zoo", "digits-mlp", "--results", str(tmp_path)])
-    flat = " ".join(out.output.split())
+    monkeypatch.setattr(sys, "argv", ["genbench", "submit", str(template), "--zoo", "digits-mlp", "--results",
+                                      str(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    assert e.value.code == 130
+    flat = " ".join(capsys.readouterr().err.split())
     assert "submit interrupted: each zoo with a 'record written' line above keeps its record" in flat, flat
     assert "run the command again (it scores every zoo again), or with --zoo naming only the zoos left" in flat
+    assert "to go on" not in flat and flat.count("interrupted") == 1
 
 
 # ---------------------------------------------------------------- a folder named like a shipped submission

@@ -27,8 +27,19 @@ def main() -> None:
     except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C: typer exits 130 without a word; one line says what is kept
         if isinstance(e, SystemExit) and e.code != 130:
             raise
-        Console(stderr=True).print(INTERRUPTED, style="yellow", highlight=False, markup=False)
+        Console(stderr=True).print(_said(e), style="yellow", highlight=False, markup=False)
         sys.exit(130)
+
+
+def _said(e: BaseException) -> str:
+    """What an interruption keeps: the line of a command that said it (errors.Interrupted, which typer turns into a
+    SystemExit whose context chain holds it), else the general one."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(getattr(seen, "said", None), str):
+            return seen.said
+        seen = seen.__context__
+    return INTERRUPTED
 
 
 INTERRUPTED = ("interrupted: every file is written whole, so nothing half-written is left; a zoo build keeps the "

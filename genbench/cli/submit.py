@@ -1,14 +1,13 @@
 """`genbench submit`: a submitted measure scored in the sandbox, its records written and summarised."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..defaults import AUTO_AUDIT, BUDGET_S, DEFAULT_ZOO, N_BOOT
-from ..errors import GenbenchError, is_positive
+from ..errors import GenbenchError, Interrupted, is_positive
 from ..leaderboard.format import DIGITS, number
 from ..paths import check_writable
 from .app import app, console
@@ -70,8 +69,7 @@ def submit_cmd(folder: Path = typer.Argument(..., help="submission folder: submi
                        timeout_s=timeout_s, audit_zoo=audit_zoo, device=device,
                        n_boot=n_boot, echo=echo, allow_partial=allow_partial, unsandboxed=unsandboxed)
     except KeyboardInterrupt:  # what the interruption keeps, for submit: the zoos finished, not the one in progress
-        console.print(INTERRUPTED, style="yellow", highlight=False, markup=False)
-        raise
+        raise Interrupted(INTERRUPTED) from None
     ranked = _ranked_beside_the_shipped(results, {p.parent.parent for p in paths})  # a fallback folder too
     failed = 0
     for path in paths:
@@ -130,18 +128,9 @@ def _ranked_beside_the_shipped(results: Path | None, written: set[Path] = frozen
     try:
         return rank_records(shown_records(folders, say=lambda text, kind: None))
     except GenbenchError as e:  # the new records are written; only their place among the others cannot be said
-        console.print(f"cannot rank the new records beside the others: {_n_boot_once(plain_text(e, limit=2000))}",
+        console.print(f"cannot rank the new records beside the others: {plain_text(e, limit=2000)}",
                       style="yellow", highlight=False, markup=False)
         return []
-
-
-_N_BOOT_TWICE = re.compile(r"( --n-boot [^\s`]+)((?: [^`]*?)? --n-boot [^\s`]+`)")  # twice in one `command`
-
-
-def _n_boot_once(text: str) -> str:
-    """`text` with each quoted command that gives --n-boot twice (the record's own, then the one the fix asks for)
-    keeping the last."""
-    return _N_BOOT_TWICE.sub(lambda m: m.group(2), text)
 
 
 def official_verdict(name: str, zoos: list[str], ranked: list, folder: Path) -> str:

@@ -34,13 +34,20 @@ from .cache import ValueCache
 def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
     """The value as a float (scalar) or list (signature), or the reason it is not acceptable."""
     if out is None:
-        return None, "returned None; a measure must return a finite number or array"
+        return None, "returned None (a `return` forgotten?); a measure must return a finite number or array"
     if isinstance(out, (str, bytes)):  # np.asarray would read "1.5" as the number
         return None, f"returned a string ({excerpt(out)}); a measure must return a finite number or array"
     if isinstance(out, (bool, np.bool_)) or getattr(out, "dtype", None) in (bool, np.bool_, torch.bool):
         return None, "returned a boolean (True/False); a measure must return a finite number or array"
     try:
-        arr = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
+        raw = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out)
+        if raw.dtype.kind in "USb" or (raw.dtype.kind == "O" and any(v is None or isinstance(v, (str, bytes, bool))
+                                                                    for v in raw.ravel())):
+            return None, (f"returned a {type(out).__name__} holding strings, booleans or None; a measure must return "
+                          "a finite number or array")  # float64 would read "1.5" as 1.5, True as 1 and None as nan
+        arr = raw.astype(np.float64)
+    except OverflowError as e:  # 10 ** 400: a number no float holds
+        return None, f"OverflowError: {e}"
     except (TypeError, ValueError):
         return None, f"returned a non-numeric value of type {type(out).__name__}"
     if m.kind == "scalar" and arr.size != 1:

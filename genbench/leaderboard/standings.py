@@ -216,9 +216,16 @@ SHOWN_COMMANDS = 3  # a message names the commands of this many records, then co
 
 def _commands(recs: Sequence[Record], extra: str = "") -> str:
     """The commands that make `recs` again (record.regenerate_command, each followed by `extra` options), quoted."""
-    cmds = list(dict.fromkeys(f"`{regenerate_command(r)}{extra}`" for r in recs))
+    cmds = list(dict.fromkeys(f"`{_without(regenerate_command(r), extra)}{extra}`" for r in recs))
     more = len(cmds) - SHOWN_COMMANDS
     return ", ".join(cmds[:SHOWN_COMMANDS]) + (f" and {more} more like them" if more > 0 else "")
+
+
+def _without(command: str, extra: str) -> str:
+    """`command` without the options `extra` sets again (its `--n-boot 200` before the fix's `--n-boot 1000`)."""
+    for flag in re.findall(r"(--[\w-]+)", extra):
+        command = re.sub(rf" {re.escape(flag)}(?:=| )\S+", "", command)
+    return command
 
 
 def _check_same_zoo(zoo: str, recs: Sequence[Record]) -> None:
