@@ -5,7 +5,8 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ CARD = "README.md"
 META_FILES = (MANIFEST, TABLE, CARD, DATASET)
 LARGE_UPLOAD_FILES = 2000          # above this many files (or bytes) a push uses upload_large_folder
 LARGE_UPLOAD_BYTES = 20 * 2**30
+PUSH_TIMEOUT_FACTOR = 10           # a push waits this many times hub_timeout() for an answer (commits take a while)
+_BOUND: list[float] = []           # the timeout of the Hub calls under way, innermost last (none outside them)
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
 
@@ -62,6 +65,62 @@ def hub_cache() -> str | None:
     return str(Path(os.environ["HF_HOME"]) / "hub") if os.environ.get("HF_HOME") else None
 
 
+def hub_timeout() -> float:
+    """Seconds a Hub request may wait for an answer: $HF_HUB_ETAG_TIMEOUT read now (huggingface_hub's default 10)."""
+    from huggingface_hub import constants
+
+    try:
+        seconds = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", "").strip() or constants.HF_HUB_ETAG_TIMEOUT)
+    except ValueError:
+        raise GenbenchError(f"HF_HUB_ETAG_TIMEOUT={os.environ['HF_HUB_ETAG_TIMEOUT']!r} is not a number of "
+                            "seconds: set it to e.g. 10, or unset it") from None
+    return seconds if seconds > 0 else float(constants.DEFAULT_ETAG_TIMEOUT)
+
+
+def _bound_request(request: Any) -> None:
+    """An httpx request hook: a request made without a timeout gets the bound of the genbench call under way."""
+    timeout = request.extensions.get("timeout")
+    if _BOUND and isinstance(timeout, dict):
+        request.extensions["timeout"] = {k: _BOUND[-1] if v is None else v for k, v in timeout.items()}
+
+
+@contextmanager
+def bounded(seconds: float) -> Iterator[None]:
+    """Within it, every request of huggingface_hub's shared client that sets no timeout waits at most `seconds`
+    (snapshot_download's repo_info and tree listing, and HfApi's pushes, set none: a silent server hung them)."""
+    from huggingface_hub.utils import get_session
+
+    client = get_session()
+    hooks = client.event_hooks
+    if _bound_request not in hooks["request"]:
+        hooks["request"].append(_bound_request)
+        client.event_hooks = hooks
+    _BOUND.append(seconds)
+    try:
+        yield
+    finally:
+        _BOUND.pop()
+
+
+def timed_out(e: BaseException | None) -> bool:
+    """Whether an exception is, or was caused by, a request that got no answer in time."""
+    import httpx2
+
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, httpx2.TimeoutException):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+def silent_server(seconds: float) -> GenbenchError:
+    """The one line for a Hub endpoint that accepts connections but does not answer."""
+    where = hub_endpoint() or "the Hugging Face Hub"
+    return GenbenchError(f"the server at {where} does not answer (no reply within {seconds:g} s): check the network "
+                         "or HF_ENDPOINT (HF_HUB_ETAG_TIMEOUT sets how long genbench waits)")
+
+
 def _exact(paths: Iterable[str]) -> list[str]:
     """Glob patterns that match exactly these paths (huggingface_hub filters files with fnmatch)."""
     return [glob.escape(p) for p in paths]
@@ -75,11 +134,13 @@ def _snapshot(repo_id: str, revision: str, patterns: list[str], *, force: bool =
 
     where = hub_endpoint() or "the Hugging Face Hub"
     offline = hub_offline()
+    seconds = hub_timeout()
     try:
-        path = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns,
-                                 endpoint=hub_endpoint(), cache_dir=hub_cache(), local_files_only=offline,
-                                 force_download=force and not offline, library_name="genbench",
-                                 library_version=__version__)
+        with bounded(seconds):
+            path = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns,
+                                     endpoint=hub_endpoint(), cache_dir=hub_cache(), local_files_only=offline,
+                                     force_download=force and not offline, etag_timeout=seconds,
+                                     library_name="genbench", library_version=__version__)
     except GatedRepoError as e:
         raise GenbenchError(f"dataset repo {repo_id} on {where} is gated: accept its terms on the Hub and log in "
                             f"(`hf auth login`) ({e})") from None
@@ -94,11 +155,15 @@ def _snapshot(repo_id: str, revision: str, patterns: list[str], *, force: bool =
             raise GenbenchError(f"HF_HUB_OFFLINE is set and {repo_id} (revision {revision}) is not complete in the "
                                 f"local HF cache: download it once online (`genbench zoo download {repo_id}`), "
                                 "or unset HF_HUB_OFFLINE") from None
+        if timed_out(e):
+            raise silent_server(seconds) from None
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GenbenchError(f"could not reach {where} to download {repo_id} ({first}) and it is not in the local HF "
                             "cache: check the network (HF_ENDPOINT names the server), or run this where the Hub "
                             "can be reached and set HF_HUB_OFFLINE=1 here to use the downloaded copy") from None
     except Exception as e:  # network and server failures: one readable line, not a traceback
+        if timed_out(e):
+            raise silent_server(seconds) from None
         raise GenbenchError(f"could not download {repo_id} (revision {revision}) from {where}: "
                             f"{type(e).__name__}: {e}") from e
     return Path(path)
@@ -170,21 +235,30 @@ def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool,
     api = api if api is not None else hub_api()
     size = sum((folder / f).stat().st_size for f in files)
     large = (len(files) > LARGE_UPLOAD_FILES or size > LARGE_UPLOAD_BYTES) and hasattr(api, "upload_large_folder")
+    seconds = PUSH_TIMEOUT_FACTOR * hub_timeout()
     try:
-        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        if large:
-            api.upload_large_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
-                                    allow_patterns=_exact(files), private=private)
-            commit = None
-        else:
-            info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
-                                     allow_patterns=_exact(files), commit_message=message)
-            commit = getattr(info, "oid", None)
+        with bounded(seconds):
+            commit = _upload(api, folder, repo_id, files, private=private, message=message, large=large)
     except Exception as e:  # authentication, permissions, network: one readable line
+        if timed_out(e):
+            raise silent_server(seconds) from None
         raise GenbenchError(f"could not push {folder} to dataset repo {repo_id} on "
                             f"{hub_endpoint() or 'the Hugging Face Hub'}: {type(e).__name__}: {e}. "
                             "Log in with `hf auth login` (or set HF_TOKEN) with write access to the repo") from e
     return Pushed(repo_id, commit, files)
+
+
+def _upload(api: Any, folder: Path, repo_id: str, files: list[str], *, private: bool, message: str,
+            large: bool) -> str | None:
+    """create_repo, then upload_folder (or upload_large_folder: no commit known) of exactly `files`."""
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    if large:
+        api.upload_large_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
+                                allow_patterns=_exact(files), private=private)
+        return None
+    info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
+                             allow_patterns=_exact(files), commit_message=message)
+    return getattr(info, "oid", None)
 
 
 def card_has_table_config(text: str) -> bool:
@@ -231,10 +305,14 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
     pushed = upload_files(z.root, repo_id, files, private=private, api=api,
                           message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
     tag = table_tag(z.table_sha256)
+    seconds = PUSH_TIMEOUT_FACTOR * hub_timeout()
     try:  # the zoo's content hash names its commit: records cite the hash, verify downloads by it
-        api.create_tag(repo_id, tag=tag, revision=pushed.commit or DEFAULT_REVISION, repo_type="dataset",
-                       exist_ok=True)
+        with bounded(seconds):
+            api.create_tag(repo_id, tag=tag, revision=pushed.commit or DEFAULT_REVISION, repo_type="dataset",
+                           exist_ok=True)
     except Exception as e:
+        if timed_out(e):
+            raise silent_server(seconds) from None
         raise GenbenchError(f"pushed {z.name} to {repo_id} but could not tag it {tag}: {type(e).__name__}: {e}; "
                             "push again (the upload is kept)") from e
     pushed.tag = tag
