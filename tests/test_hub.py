@@ -121,13 +121,36 @@ class RecordingApi:
         files = list(filter_repo_objects(local, allow_patterns=kwargs.get("allow_patterns"),
                                          ignore_patterns=kwargs.get("ignore_patterns")))
         repo = self.hub.repo_dir(kwargs["repo_id"])
+        if kwargs.get("delete_patterns"):  # as huggingface_hub: remote files not uploaded, .gitattributes kept
+            old = filter_repo_objects(self._files(repo), allow_patterns=kwargs["delete_patterns"])
+            self._delete(repo, [f for f in old if f not in files and f != ".gitattributes"])
         for rel in files:
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / rel, repo / rel)
         self.uploaded[kwargs["repo_id"]] = files
         git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", kwargs.get("commit_message") or "upload")
+        git(repo, "commit", "-q", "--allow-empty", "-m", kwargs.get("commit_message") or "upload")
         return git(repo, "rev-parse", "HEAD")
+
+    @staticmethod
+    def _files(repo: Path) -> list[str]:
+        return git(repo, "ls-files").splitlines()
+
+    @staticmethod
+    def _delete(repo: Path, rels: list[str]) -> None:
+        for rel in rels:
+            (repo / rel).unlink()
+
+    def list_repo_files(self, repo_id: str, **kwargs) -> list[str]:
+        self.calls.append(("list_repo_files", {"repo_id": repo_id, **kwargs}))
+        return self._files(self.hub.repo_dir(repo_id))
+
+    def delete_files(self, repo_id: str, *, delete_patterns: list[str], **kwargs) -> None:
+        self.calls.append(("delete_files", {"repo_id": repo_id, "delete_patterns": delete_patterns, **kwargs}))
+        repo = self.hub.repo_dir(repo_id)
+        self._delete(repo, list(filter_repo_objects(self._files(repo), allow_patterns=delete_patterns)))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", kwargs.get("commit_message") or "delete")
 
     def upload_folder(self, **kwargs) -> SimpleNamespace:
         self.calls.append(("upload_folder", kwargs))
@@ -413,8 +436,8 @@ def test_push_checks_the_zoo_and_its_card(fake_hfapi, digits_zoo, hub, tmp_path,
 def test_big_zoos_go_through_upload_large_folder(fake_hfapi, digits_zoo, monkeypatch):
     monkeypatch.setattr(gbhub, "LARGE_UPLOAD_FILES", 10)
     pushed = gbhub.push_zoo(digits_zoo.root, "genbench/digits-large", api=fake_hfapi)
-    name, kwargs = fake_hfapi.calls[-2]
-    assert name == "upload_large_folder" and pushed.commit is None
+    name, kwargs = next(c for c in fake_hfapi.calls[::-1] if c[0] == "upload_large_folder")
+    assert pushed.commit is None
     assert fake_hfapi.calls[-1][1]["revision"] == "main" and pushed.tag == fake_hfapi.calls[-1][1]["tag"]
     assert kwargs["repo_type"] == "dataset" and kwargs["private"] is False
     assert sorted(fake_hfapi.uploaded["genbench/digits-large"]) == sorted(zoo_files(digits_zoo))

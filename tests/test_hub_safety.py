@@ -2,17 +2,23 @@
 stray checkpoints, a local folder in the way of `zoo get`."""
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import genbench as gb
+from genbench.entries.publish import push_results
 from genbench.zoo import hub as gbhub
-from test_hub import go_online
+from genbench.zoo.storage import DATASET, MANIFEST, save_checkpoint
+from test_hub import RecordingApi, git, go_online, hub, hub_env  # noqa: F401  fixtures
 
 WAIT = 20  # seconds a call against a silent server may take before the test calls it hung
 
@@ -75,3 +81,60 @@ def test_zoo_get_builds_when_the_hub_is_silent(silent, tmp_path, monkeypatch):
     err = within(WAIT, lambda: gbhub.get_zoo("digits-mlp", results=tmp_path / "none", note=notes.append))
     assert isinstance(err, RuntimeError) and str(err) == "built"
     assert len(notes) == 1 and "does not answer" in notes[0] and "built here instead" in notes[0]
+
+
+def repo_files(hub, repo_id: str) -> list[str]:
+    """The files a repo of the loopback Hub holds at its head."""
+    return sorted(git(hub.repo_dir(repo_id), "ls-files").splitlines())
+
+
+def with_data(src: Path, dest: Path, x_train: torch.Tensor | None) -> Path:
+    """A copy of a zoo folder whose dataset.safetensors holds `x_train` (listed in zoo.json), or none at all."""
+    shutil.copytree(src, dest)
+    manifest = json.loads((dest / MANIFEST).read_text())
+    (dest / DATASET).unlink()
+    del manifest["files"][DATASET]
+    if x_train is not None:
+        n = len(x_train)
+        tensors = {"x_train": x_train, "y_train": torch.zeros(n, dtype=torch.long), "x_test": x_train.clone(),
+                   "y_test": torch.zeros(n, dtype=torch.long)}
+        manifest["files"][DATASET] = save_checkpoint(dest / DATASET, tensors, {"dataset": "planted"})
+    (dest / MANIFEST).write_text(json.dumps(manifest))
+    return dest
+
+
+def test_a_push_over_another_zoo_leaves_exactly_its_files(hub, hub_env, digits_zoo, tmp_path):
+    """Issue: a push never deleted what an earlier push left, and pool read any dataset.safetensors found."""
+    api, repo = RecordingApi(hub), "genbench/reused"
+    old = with_data(digits_zoo.root, tmp_path / "old", torch.ones(7, 64))
+    gbhub.push_zoo(old, repo, api=api)
+    assert DATASET in repo_files(hub, repo)
+    new = with_data(digits_zoo.root, tmp_path / "new", None)
+    pushed = gbhub.push_zoo(new, repo, api=api)
+    assert repo_files(hub, repo) == sorted(pushed.files) and DATASET not in pushed.files
+    zoo = gb.load_zoo(f"hf://{repo}")
+    assert zoo.pool.x_train.shape == digits_zoo.pool.x_train.shape  # the zoo's own data, from its source
+    shutil.copyfile(old / DATASET, new / DATASET)  # a stray data file in a local folder is ignored too
+    assert gb.load_zoo(str(new)).pool.x_train.shape == digits_zoo.pool.x_train.shape
+    gbhub.push_zoo(new, repo, api=api)  # and never pushed
+    assert DATASET not in repo_files(hub, repo)
+
+
+def test_big_pushes_delete_stale_files_too(hub, hub_env, digits_zoo, tmp_path, monkeypatch):
+    api, repo = RecordingApi(hub), "genbench/reused-large"
+    gbhub.push_zoo(with_data(digits_zoo.root, tmp_path / "old", torch.ones(7, 64)), repo, api=api)
+    monkeypatch.setattr(gbhub, "LARGE_UPLOAD_FILES", 10)
+    pushed = gbhub.push_zoo(with_data(digits_zoo.root, tmp_path / "new", None), repo, api=api)
+    assert repo_files(hub, repo) == sorted(pushed.files)
+
+
+def test_leaderboard_push_leaves_exactly_the_records(hub, hub_env, tmp_path):
+    api, repo = RecordingApi(hub), "genbench/records"
+    results = tmp_path / "results"
+    (results / "z").mkdir(parents=True)
+    for name in ("a", "b"):
+        (results / "z" / f"{name}.json").write_text(json.dumps({"measure": name}))
+    push_results(results, repo, api=api)
+    (results / "z" / "b.json").unlink()
+    push_results(results, repo, api=api)
+    assert repo_files(hub, repo) == ["z/a.json"]

@@ -230,7 +230,8 @@ def table_tag(table_sha256: str) -> str:
 
 
 def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
-    """Create the dataset repo (if needed) and upload exactly `files` of `folder` in one go."""
+    """Create the dataset repo (if needed) and make it hold exactly `files` of `folder` (and .gitattributes): the
+    files an earlier push left there are deleted, so a repo never mixes two zoos (or two sets of records)."""
     refuse_private(folder)  # a private training is never published (issue 43)
     api = api if api is not None else hub_api()
     size = sum((folder / f).stat().st_size for f in files)
@@ -255,10 +256,20 @@ def _upload(api: Any, folder: Path, repo_id: str, files: list[str], *, private: 
     if large:
         api.upload_large_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
                                 allow_patterns=_exact(files), private=private)
+        _delete_stale(api, repo_id, files, message)
         return None
     info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
-                             allow_patterns=_exact(files), commit_message=message)
+                             allow_patterns=_exact(files), delete_patterns=["*"], commit_message=message)
     return getattr(info, "oid", None)
+
+
+def _delete_stale(api: Any, repo_id: str, files: list[str], message: str) -> None:
+    """Delete the repo's files an earlier push left that are not among `files` (.gitattributes kept)."""
+    keep = set(files) | {".gitattributes"}
+    stale = sorted(set(api.list_repo_files(repo_id, repo_type="dataset")) - keep)
+    if stale:
+        api.delete_files(repo_id, delete_patterns=_exact(stale), repo_type="dataset",
+                         commit_message=f"{message} (files of an earlier push removed)")
 
 
 def card_has_table_config(text: str) -> bool:
@@ -299,7 +310,7 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
         raise GenbenchError(f"{card} has no YAML front matter making {TABLE} the default config, so the table "
                             "would not open with datasets.load_dataset; delete it (genbench writes the standard "
                             f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")
-    files = [f for f in META_FILES if (z.root / f).is_file()]
+    files = [f for f in META_FILES if (z.root / f).is_file() and (f != DATASET or DATASET in z.manifest["files"])]
     files += [p for pair in zip(z.table["checkpoint"], z.table["init_checkpoint"]) for p in pair]
     api = api if api is not None else hub_api()
     pushed = upload_files(z.root, repo_id, files, private=private, api=api,

@@ -344,11 +344,13 @@ class Zoo:
 
     @cached_property
     def pool(self) -> Pool:
-        """The dataset the zoo was trained on: embedded in the zoo, or re-loaded from its source."""
+        """The dataset the zoo was trained on: embedded in the zoo (dataset.safetensors, read only when the manifest's
+        `files` lists it, and checked against its sha256), or re-loaded from its source. A dataset.safetensors the
+        manifest does not list is ignored: it is no part of this zoo (e.g. left in a Hub repo by another zoo)."""
         spec = self.manifest["dataset"]
         if not self.has_training_data:
             raise GenbenchError(f"zoo {self.name!r} has no data: {self.no_data_reason}")
-        if (self.root / DATASET).exists() or DATASET in self.manifest["files"]:
+        if DATASET in self.manifest["files"]:
             t = load_file(str(self._check_file(DATASET)))
             return Pool(t["x_train"], t["y_train"], t["x_test"], t["y_test"],
                         int(self.manifest["num_classes"]), self.manifest["data_kind"])
