@@ -18,7 +18,8 @@ import genbench as gb
 from genbench.entries.publish import push_results
 from genbench.zoo import hub as gbhub
 from genbench.zoo.storage import DATASET, MANIFEST, save_checkpoint
-from test_hub import RecordingApi, git, go_online, hub, hub_env  # noqa: F401  fixtures
+from test_hub import RecordingApi, git, go_online, hub, hub_env, runner  # noqa: F401  fixtures
+from genbench.cli import app
 
 WAIT = 20  # seconds a call against a silent server may take before the test calls it hung
 
@@ -138,3 +139,21 @@ def test_leaderboard_push_leaves_exactly_the_records(hub, hub_env, tmp_path):
     (results / "z" / "b.json").unlink()
     push_results(results, repo, api=api)
     assert repo_files(hub, repo) == ["z/a.json"]
+
+
+def test_only_the_zoos_files_are_downloaded_and_got(hub, hub_env, digits_zoo, tmp_path, monkeypatch):
+    """Issue: a full download fetched all of checkpoints/, zoo get copied a stray file and zoo verify passed it."""
+    repo = "genbench/digits-mlp"  # the canonical repo `zoo get digits-mlp` downloads
+    gbhub.push_zoo(with_data(digits_zoo.root, tmp_path / "zoo", None), repo, api=RecordingApi(hub))
+    junk = hub.repo_dir(repo) / "checkpoints" / "junk.safetensors"
+    junk.write_bytes(b"not a checkpoint")
+    git(hub.repo_dir(repo), "add", "-A")
+    git(hub.repo_dir(repo), "commit", "-q", "-m", "a stray file")
+    zoo = gb.load_zoo(f"hf://{repo}")
+    assert not (zoo.root / "checkpoints" / "junk.safetensors").exists() and len(zoo) == len(digits_zoo)
+    monkeypatch.setenv("GENBENCH_HOME", str(tmp_path / "home"))
+    got, how = gbhub.get_zoo("digits-mlp", results=tmp_path / "none")
+    assert how == "downloaded" and got.stray_files() == [] and got.verify() == []
+    (got.root / "checkpoints" / "junk.safetensors").write_bytes(b"planted")
+    result = runner.invoke(app, ["zoo", "verify", str(got.root)])
+    assert result.exit_code == 1 and "checkpoints/junk.safetensors is not part of zoo 'digits-mlp'" in result.output

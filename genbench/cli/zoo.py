@@ -158,13 +158,15 @@ def zoo_info(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
 
 @zoo_app.command("verify", epilog="Example: genbench zoo verify mnist1d-demogen")
 def zoo_verify(zoo: str = typer.Argument(..., help="zoo name or folder")) -> None:
-    """Re-hash every file of a zoo against its recorded sha256."""
+    """Re-hash every file of a zoo against its recorded sha256, and name files of its folder that are no part of it
+    (checkpoints its table does not cite, data zoo.json does not list)."""
     from ..zoo import load_zoo
 
     z = load_zoo(zoo)
-    problems = z.verify()
+    problems = z.verify() + [f"{z.root / rel} is not part of zoo {z.name!r} (neither its table nor zoo.json "
+                             "cites it): delete it or move it away" for rel in z.stray_files()]
     for p in problems:
-        console.print(f"[red]{p}[/red]")
+        console.print(p, style="red", markup=False, highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(1)
     console.print(f"zoo {z.name!r}: all {2 * len(z) + len(z.manifest['files'])} files match their sha256")

@@ -172,9 +172,10 @@ def _snapshot(repo_id: str, revision: str, patterns: list[str], *, force: bool =
 def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[str] | None = None, *,
                  force: bool = False) -> Zoo:
     """Download a zoo (or only the `models` matching ids / glob patterns) from a Hub dataset repo into the
-    HF cache, check every file against its sha256, and open it; `zoo.revision` is the commit loaded."""
+    HF cache, check every file against its sha256, and open it; `zoo.revision` is the commit loaded. Only the files
+    the zoo cites are fetched (its table's checkpoints, the data zoo.json lists), whatever else the repo holds."""
     repo_id = parse_repo(repo)
-    root = _snapshot(repo_id, revision or DEFAULT_REVISION, list(META_FILES), force=force)
+    root = _snapshot(repo_id, revision or DEFAULT_REVISION, [MANIFEST, TABLE, CARD], force=force)
     commit = root.name  # the cache names each snapshot folder by its commit SHA
     if not (root / MANIFEST).is_file():
         raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) is not a genbench zoo: it has no {MANIFEST}")
@@ -182,8 +183,8 @@ def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[
     full = Zoo(root)  # every model of the table, downloaded or not
     wanted = full.select_models(models)
     files = [p for mid in wanted for p in (full.row(mid)["checkpoint"], full.row(mid)["init_checkpoint"])]
-    patterns = ["checkpoints/*"] if models is None else _exact(files)
-    _snapshot(repo_id, commit, patterns, force=force)
+    files += [DATASET] if DATASET in full.manifest["files"] else []
+    _snapshot(repo_id, commit, _exact(files), force=force)  # exactly the zoo's files: never a stray one of the repo
     zoo = Zoo(root, revision=commit, repo_id=repo_id)
     absent = sorted(set(wanted) - set(zoo.model_ids))
     if absent:
@@ -330,6 +331,17 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
     return pushed
 
 
+def copy_zoo_files(zoo: Zoo, dest: Path) -> None:
+    """Copy exactly the zoo's files (zoo.json, table, card, listed data, the table's checkpoints) into `dest`."""
+    import shutil
+
+    rels = [f for f in (MANIFEST, TABLE, CARD) if (zoo.root / f).is_file()] + list(zoo.manifest["files"])
+    rels += [p for pair in zip(zoo.table["checkpoint"], zoo.table["init_checkpoint"]) for p in pair]
+    for rel in dict.fromkeys(rels):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(zoo.root / rel, dest / rel)  # follows the HF cache's links
+
+
 def cited_table_hashes(name: str, results: str | Path | None = None) -> set[str]:
     """The table hashes the shipped records of zoo `name` cite (leaderboard/results/NAME/*.json, their zoo block);
     `results` is that folder of records (default: the checkout's, none for an installed package)."""
@@ -414,6 +426,6 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{name}.get"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(zoo.root, tmp, symlinks=False)  # the HF cache's links resolved: an ordinary zoo folder
+    copy_zoo_files(zoo, tmp)  # the HF cache's links resolved: an ordinary zoo folder
     os.replace(tmp, dest)
     return Zoo(dest), "downloaded"

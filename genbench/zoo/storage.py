@@ -434,6 +434,17 @@ class Zoo:
         return problems
 
 
+    def stray_files(self) -> list[str]:
+        """Files of the folder that are no part of the zoo: checkpoints/ files its table does not cite, and a
+        dataset.safetensors zoo.json does not list (left by an interrupted build, copied in, or another zoo's)."""
+        cited = set(self.table["checkpoint"]) | set(self.table["init_checkpoint"]) | set(self.manifest["files"])
+        folder = self.root / "checkpoints"
+        found = [p.relative_to(self.root).as_posix() for p in folder.rglob("*")
+                 if p.is_file()] if folder.is_dir() else []
+        found += [DATASET] if (self.root / DATASET).is_file() else []
+        return sorted(set(found) - cited)
+
+
 def local_zoos() -> list[str]:
     """Names of the zoos built under $GENBENCH_HOME/zoos."""
     d = zoos_dir()
