@@ -141,10 +141,19 @@ def test_leaderboard_push_leaves_exactly_the_records(hub, hub_env, tmp_path):
     assert repo_files(hub, repo) == ["z/a.json"]
 
 
-def test_only_the_zoos_files_are_downloaded_and_got(hub, hub_env, digits_zoo, tmp_path, monkeypatch):
+CANONICAL = "genbench/digits-mlp"  # the repo `zoo get digits-mlp` downloads
+
+
+@pytest.fixture(scope="module")
+def canonical(hub, digits_zoo, tmp_path_factory):
+    """The digits zoo pushed to its canonical repo on the loopback Hub."""
+    return gbhub.push_zoo(with_data(digits_zoo.root, tmp_path_factory.mktemp("z") / "zoo", None), CANONICAL,
+                          api=RecordingApi(hub))
+
+
+def test_only_the_zoos_files_are_downloaded_and_got(canonical, hub, hub_env, digits_zoo, tmp_path, monkeypatch):
     """Issue: a full download fetched all of checkpoints/, zoo get copied a stray file and zoo verify passed it."""
-    repo = "genbench/digits-mlp"  # the canonical repo `zoo get digits-mlp` downloads
-    gbhub.push_zoo(with_data(digits_zoo.root, tmp_path / "zoo", None), repo, api=RecordingApi(hub))
+    repo = CANONICAL
     junk = hub.repo_dir(repo) / "checkpoints" / "junk.safetensors"
     junk.write_bytes(b"not a checkpoint")
     git(hub.repo_dir(repo), "add", "-A")
@@ -157,3 +166,35 @@ def test_only_the_zoos_files_are_downloaded_and_got(hub, hub_env, digits_zoo, tm
     (got.root / "checkpoints" / "junk.safetensors").write_bytes(b"planted")
     result = runner.invoke(app, ["zoo", "verify", str(got.root)])
     assert result.exit_code == 1 and "checkpoints/junk.safetensors is not part of zoo 'digits-mlp'" in result.output
+
+
+def test_zoo_get_refuses_a_folder_that_is_no_zoo(canonical, hub_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("GENBENCH_HOME", str(tmp_path / "home"))
+    dest = tmp_path / "home" / "zoos" / "digits-mlp"
+    (dest / "checkpoints").mkdir(parents=True)
+    (dest / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["zoo", "get", "digits-mlp"])
+    text = str(result.exception)  # the CLI's entry point prints a GenbenchError as one line
+    assert isinstance(result.exception, gb.GenbenchError) and "\n" not in text
+    assert f"{dest} exists and is not a zoo" in text and "move it away" in text and "Traceback" not in text
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["digits-mlp"]  # no temp folder, nothing touched
+    assert (dest / "notes.txt").read_text() == "mine"
+
+
+def test_zoo_get_never_leaves_its_temp_folder(canonical, hub_env, tmp_path, monkeypatch):
+    """The folder appears while the zoo downloads (another process): one line, and the temp folder is gone."""
+    monkeypatch.setenv("GENBENCH_HOME", str(tmp_path / "home"))
+    dest = tmp_path / "home" / "zoos" / "digits-mlp"
+    download = gbhub.download_zoo
+
+    def racing(*args, **kwargs):
+        zoo = download(*args, **kwargs)
+        dest.mkdir(parents=True)
+        (dest / "notes.txt").write_text("mine")
+        return zoo
+
+    monkeypatch.setattr(gbhub, "download_zoo", racing)
+    with pytest.raises(gb.GenbenchError, match=f"move {dest} away"):
+        gbhub.get_zoo("digits-mlp", results=tmp_path / "none")
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["digits-mlp"]
+

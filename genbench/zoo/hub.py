@@ -376,9 +376,8 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
     """The official copy of one of genbench's zoos in $GENBENCH_HOME/zoos/NAME: downloaded from its canonical Hub
     repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built (`note` is told
     why, and how long building takes); a zoo whose table hash differs from the one the records cite is refused, and
-    so is a training RECIPE-tK that genbench does not ship. Returns (zoo, 'present'|'downloaded'|'built')."""
-    import shutil
-
+    so is a training RECIPE-tK that genbench does not ship, and a folder NAME that is no zoo (never
+    overwritten). Returns (zoo, 'present'|'downloaded'|'built')."""
     from ..paths import zoos_dir
     from .build import build_zoo
     from .roles import build_command_of, build_time, recipe_of
@@ -403,8 +402,8 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
         return zoo, how
 
     dest = zoos_dir() / name
-    if (dest / MANIFEST).is_file():
-        return checked(Zoo(dest), "present")
+    if dest.is_file() or dest.is_dir() and any(dest.iterdir()):  # an empty folder is simply filled
+        return checked(present_zoo(name, dest), "present")
     repo_id = canonical_repo(name)
     zoo, why = None, ""
     for revision in [table_tag(h) for h in sorted(cited)] + [None]:
@@ -423,9 +422,31 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
             note(f"no download of {repo_id} ({why}): {name} is built here instead (it takes {build_time(name)})")
         return checked(build_zoo(grid, training=k, progress=progress), "built")
     checked(zoo, f"downloaded from {repo_id} (commit {zoo.revision})")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{name}.get"
-    shutil.rmtree(tmp, ignore_errors=True)
-    copy_zoo_files(zoo, tmp)  # the HF cache's links resolved: an ordinary zoo folder
-    os.replace(tmp, dest)
+    install_copy(zoo, dest)
     return Zoo(dest), "downloaded"
+
+
+def present_zoo(name: str, dest: Path) -> Zoo:
+    """The zoo already in $GENBENCH_HOME/zoos/NAME, refused when the folder is no zoo."""
+    if not (dest / MANIFEST).is_file():
+        raise GenbenchError(f"{dest} exists and is not a zoo (it has no {MANIFEST}): move it away (or delete it) "
+                            f"and run `genbench zoo get {name}` again")
+    return Zoo(dest)
+
+
+def install_copy(zoo: Zoo, dest: Path) -> None:
+    """Copy a downloaded zoo to `dest` through a temporary folder that never outlives the call."""
+    import shutil
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.get"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        copy_zoo_files(zoo, tmp)  # the HF cache's links resolved: an ordinary zoo folder
+        os.replace(tmp, dest)
+    except OSError as e:
+        raise GenbenchError(f"could not put the downloaded zoo {zoo.name} into {dest} ({type(e).__name__}: "
+                            f"{e.strerror or e}): move {dest} away if it exists, and run `genbench zoo get "
+                            f"{dest.name}` again") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
