@@ -198,3 +198,11 @@ def test_zoo_get_never_leaves_its_temp_folder(canonical, hub_env, tmp_path, monk
         gbhub.get_zoo("digits-mlp", results=tmp_path / "none")
     assert sorted(p.name for p in dest.parent.iterdir()) == ["digits-mlp"]
 
+
+def test_zoo_get_says_a_local_build_is_partial(canonical, hub_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("GENBENCH_HOME", str(tmp_path / "home"))
+    gb.build_zoo("digits-mlp", limit=2, progress=False)
+    result = runner.invoke(app, ["zoo", "get", "digits-mlp"])
+    text = str(result.exception)
+    assert isinstance(result.exception, gb.GenbenchError) and "partial build of digits-mlp (2 of 24 models)" in text, text
+    assert "finish it with `genbench zoo build digits-mlp`" in text and "move the folder away" in text

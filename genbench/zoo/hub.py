@@ -376,8 +376,8 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
     """The official copy of one of genbench's zoos in $GENBENCH_HOME/zoos/NAME: downloaded from its canonical Hub
     repo (HUB_ORG/NAME, at the tag of the hash the shipped records cite) when reachable, else built (`note` is told
     why, and how long building takes); a zoo whose table hash differs from the one the records cite is refused, and
-    so is a training RECIPE-tK that genbench does not ship, and a folder NAME that is no zoo (never
-    overwritten). Returns (zoo, 'present'|'downloaded'|'built')."""
+    so is a training RECIPE-tK that genbench does not ship, a folder NAME that is no zoo and a partial build of
+    NAME (neither is overwritten). Returns (zoo, 'present'|'downloaded'|'built')."""
     from ..paths import zoos_dir
     from .build import build_zoo
     from .roles import build_command_of, build_time, recipe_of
@@ -427,11 +427,18 @@ def get_zoo(name: str, *, results: str | Path | None = None, progress: bool = Tr
 
 
 def present_zoo(name: str, dest: Path) -> Zoo:
-    """The zoo already in $GENBENCH_HOME/zoos/NAME, refused when the folder is no zoo."""
+    """The zoo already in $GENBENCH_HOME/zoos/NAME, refused when the folder is no zoo or a partial build."""
+    from .storage import build_command
+
     if not (dest / MANIFEST).is_file():
         raise GenbenchError(f"{dest} exists and is not a zoo (it has no {MANIFEST}): move it away (or delete it) "
                             f"and run `genbench zoo get {name}` again")
-    return Zoo(dest)
+    zoo = Zoo(dest)
+    if not zoo.complete:
+        raise GenbenchError(f"{dest} holds a partial build of {name} ({len(zoo)} of {zoo.expected_models} models): "
+                            f"finish it with `{build_command(name, dest)}`, or move the folder away and run "
+                            f"`genbench zoo get {name}` again to download the official copy")
+    return zoo
 
 
 def install_copy(zoo: Zoo, dest: Path) -> None:
