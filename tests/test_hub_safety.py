@@ -206,3 +206,16 @@ def test_zoo_get_says_a_local_build_is_partial(canonical, hub_env, tmp_path, mon
     text = str(result.exception)
     assert isinstance(result.exception, gb.GenbenchError) and "partial build of digits-mlp (2 of 24 models)" in text, text
     assert "finish it with `genbench zoo build digits-mlp`" in text and "move the folder away" in text
+
+
+def test_a_repo_without_its_table_is_said_pushed_incompletely(hub, hub_env, digits_zoo, tmp_path):
+    repo = "genbench/no-table"
+    gbhub.push_zoo(with_data(digits_zoo.root, tmp_path / "zoo", None), repo, api=RecordingApi(hub))
+    git(hub.repo_dir(repo), "rm", "-q", "models.parquet")
+    git(hub.repo_dir(repo), "commit", "-q", "-m", "table lost")
+    with pytest.raises(gb.GenbenchError) as err:
+        gb.load_zoo(f"hf://{repo}")
+    text = str(err.value)
+    assert "has a zoo.json but no models.parquet: the zoo was pushed incompletely" in text
+    assert "zoo build" not in text and "snapshots" not in text
+

@@ -179,6 +179,9 @@ def download_zoo(repo: str, revision: str | None = None, models: str | Iterable[
     commit = root.name  # the cache names each snapshot folder by its commit SHA
     if not (root / MANIFEST).is_file():
         raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) is not a genbench zoo: it has no {MANIFEST}")
+    if not (root / TABLE).is_file():
+        raise GenbenchError(f"dataset repo {repo_id} (revision {commit}) has a {MANIFEST} but no {TABLE}: the zoo was "
+                            "pushed incompletely; its publisher can push it again with `genbench zoo push`")
     Zoo(root, revision=commit, repo_id=repo_id)  # manifest and table checked (the table against its sha256)
     full = Zoo(root)  # every model of the table, downloaded or not
     wanted = full.select_models(models)
