@@ -219,3 +219,18 @@ def test_a_repo_without_its_table_is_said_pushed_incompletely(hub, hub_env, digi
     assert "has a zoo.json but no models.parquet: the zoo was pushed incompletely" in text
     assert "zoo build" not in text and "snapshots" not in text
 
+
+def test_the_download_examples_pattern_matches_models_of_its_zoo():
+    """The `zoo download --help` example's --models pattern selects models of the zoo it names ('w16_*' matched
+    none of mnist1d-demogen)."""
+    import fnmatch
+    import re
+
+    import typer
+
+    from genbench.zoo.recipe import load_recipe
+    epilog = typer.main.get_command(app).commands["zoo"].commands["download"].epilog
+    m = re.search(r"genbench zoo download genbench/(\S+) --models '([^']+)'", epilog)
+    assert m, epilog
+    ids = [s.model_id for s in load_recipe(m.group(1)).expand()]
+    assert fnmatch.filter(ids, m.group(2)), (m.group(2), ids[:3])

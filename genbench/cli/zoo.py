@@ -228,7 +228,7 @@ def zoo_import_small_cnn_zoo(folder: Path = typer.Argument(..., help="a dataset 
     print_info(zoo)
 
 
-@zoo_app.command("download", epilog="Example: genbench zoo download genbench/mnist1d-demogen --models 'w16_*'")
+@zoo_app.command("download", epilog="Example: genbench zoo download genbench/mnist1d-demogen --models 'w64_*'")
 def zoo_download(repo: str = typer.Argument(..., help="Hub dataset repo ORG/NAME (or hf://ORG/NAME)"),
                  revision: Optional[str] = typer.Option(None, help="branch, tag or commit SHA (default: main)"),
                  models: Optional[list[str]] = typer.Option(None, "--models", help="only these model ids or glob patterns"),
