@@ -165,7 +165,8 @@ def test_only_the_zoos_files_are_downloaded_and_got(canonical, hub, hub_env, dig
     assert how == "downloaded" and got.stray_files() == [] and got.verify() == []
     (got.root / "checkpoints" / "junk.safetensors").write_bytes(b"planted")
     result = runner.invoke(app, ["zoo", "verify", str(got.root)])
-    assert result.exit_code == 1 and "checkpoints/junk.safetensors is not part of zoo 'digits-mlp'" in result.output
+    flat = " ".join(result.output.split())  # a note, not a failure: genbench never reads such a file
+    assert result.exit_code == 0 and "note: " in flat and "checkpoints/junk.safetensors is not part of zoo" in flat
 
 
 def test_zoo_get_refuses_a_folder_that_is_no_zoo(canonical, hub_env, tmp_path, monkeypatch):

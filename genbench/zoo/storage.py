@@ -433,7 +433,6 @@ class Zoo:
                 problems.append(str(e))
         return problems
 
-
     def stray_files(self) -> list[str]:
         """Files of the folder that are no part of the zoo: checkpoints/ files its table does not cite, and a
         dataset.safetensors zoo.json does not list (left by an interrupted build, copied in, or another zoo's)."""
