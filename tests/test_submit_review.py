@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from genbench.errors import GenbenchError
@@ -53,7 +54,8 @@ class _ZooModel:
 
 
 @pytest.mark.parametrize("returned", ["312.08", b"1.5", True, np.bool_(False), np.array([True]), None, 10 ** 400,
-                                      object(), [1.0, 2.0], float("nan"), 2.5, 7, ["1.2"], [True], [1.0, None]],
+                                      object(), [1.0, 2.0], float("nan"), 2.5, 7, ["1.2"], [True], [1.0, None],
+                                      torch.tensor([1 + 2j])],
                          ids=lambda v: repr(v)[:12])
 def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):
     """Each value the measure returns is the same per-model entry through the sandbox's worker, channel and executor
@@ -78,6 +80,8 @@ def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):
     if isinstance(returned, list) and not all(isinstance(v, float) for v in returned):  # np.asarray read them
         assert got["error"] == ("returned a list holding strings, booleans or None; a measure must return a finite "
                                 "number or array"), got
+    if isinstance(returned, torch.Tensor):  # the imaginary part was dropped with only numpy's warning
+        assert got["error"] == "returned complex numbers; a measure must return a finite real number or array", got
     if isinstance(returned, int) and returned > 10 ** 300:
         assert got["error"] == "OverflowError: int too large to convert to float"
 

@@ -45,6 +45,8 @@ def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
                                                                     for v in raw.ravel())):
             return None, (f"returned a {type(out).__name__} holding strings, booleans or None; a measure must return "
                           "a finite number or array")  # float64 would read "1.5" as 1.5, True as 1 and None as nan
+        if raw.dtype.kind == "c":  # float64 would drop the imaginary part with only numpy's warning
+            return None, "returned complex numbers; a measure must return a finite real number or array"
         arr = raw.astype(np.float64)
     except OverflowError as e:  # 10 ** 400: a number no float holds
         return None, f"OverflowError: {e}"
