@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from genbench.errors import GenbenchError
 
