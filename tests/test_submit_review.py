@@ -201,3 +201,18 @@ def test_a_call_over_budget_names_the_fix():
     got = entry_of(m, {"value": [1.0], "shape": [], "seconds": 2.5}, 1.0)
     assert got["value"] is None and got["error"] == ("over budget: took 2.5 s, budget 1 s: call ctx.check_time() in "
                                                      "the measure's long loops, or pass a larger --budget-s")
+
+
+def test_importing_a_module_of_the_submissions_folder_names_the_fix(tmp_path):
+    """`from helpers import f` with helpers.py beside measure.py said 'No module named helpers' and nothing more."""
+    from genbench.entries.submit.worker import _own_module
+    from genbench.measures import import_measure_file
+
+    (tmp_path / "my_helpers_q7.py").write_text("def f():\n    return 1.0\n")
+    for source, hint in (("from my_helpers_q7 import f\n", True), ("import no_such_package_xyz\n", False)):
+        (tmp_path / "measure.py").write_text(source)
+        with pytest.raises(ModuleNotFoundError) as e:
+            import_measure_file(tmp_path / "measure.py")
+        said = _own_module(e.value, tmp_path / "measure.py")
+        assert (said == "; my_helpers_q7 is in the submission's folder, which is not on the import path: put its code in "
+                        "measure.py") if hint else said == ""

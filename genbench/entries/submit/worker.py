@@ -22,6 +22,17 @@ from .events import IMPORTING, MAX_COMPONENTS, MAX_TEXT, send
 from .guard import cap_memory, memory_note
 
 
+def _own_module(e: BaseException, measure_file: Path) -> str:
+    """The fix when measure.py imports a module of its own folder, which is not importable there."""
+    name = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+    top = str(name).split(".")[0] if name else ""
+    folder = measure_file.parent
+    if top and ((folder / f"{top}.py").is_file() or (folder / top).is_dir()):
+        return (f"; {top} is in the submission's folder, which is not on the import path: put its code in "
+                "measure.py")
+    return ""
+
+
 def _where(exc: BaseException, path: Path) -> str:
     """' (measure.py line N)' for the deepest frame of the exception inside measure.py."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
@@ -139,7 +150,7 @@ def run(job_file: Path, requests: int, fd: int) -> int:
     try:
         import_measure_file(measure_file)
     except BaseException as e:  # SystemExit and KeyboardInterrupt at import are failures of the submission too
-        msg = memory_note(f"{type(e).__name__}: {_text(e)}", limit)
+        msg = memory_note(f"{type(e).__name__}: {_text(e)}", limit) + _own_module(e, measure_file)
         send(fd, failed=_text(f"measure.py raised at import{_where(e, measure_file)}: {msg}"))
         return 0
     registered = sorted(n for n in list_measures() if n not in builtins)
