@@ -83,10 +83,15 @@ def test_the_evaluation_data_cannot_be_rebuilt_inside(tmp_path, digits_zoo):
 def test_submit_refuses_a_folder_that_carries_data(tmp_path, digits_zoo):
     folder = make_sub(tmp_path / "subs", "heavy", "")
     (folder / "table.npy").write_bytes(b"\0" * (sandbox.SUBMISSION_MAX_BYTES + 1))
-    with pytest.raises(GenbenchError, match=r"heavy holds 3 files of 1\.0 MB \(the largest: table\.npy.*carries "
-                                            r"code, not data"):
+    with pytest.raises(GenbenchError, match=r"heavy holds at least 3 files of 1\.0 MB \(the largest: table\.npy.*"
+                                            r"carries code, not data"):
         run(folder, tmp_path / "r", unsandboxed=True)
     assert not (tmp_path / "r").exists()
+    many = make_sub(tmp_path / "subs", "many", "")  # measure.py, submission.yaml and 199 more: MAX_FILES + 1
+    for i in range(sandbox.SUBMISSION_MAX_FILES - 1):
+        (many / f"f{i}.txt").write_text("x")
+    with pytest.raises(GenbenchError, match=rf"many holds at least {sandbox.SUBMISSION_MAX_FILES + 1} files "):
+        sandbox.check_submission_size(many)  # it said "more than 201" of 201 files
 
 
 def test_only_the_environments_own_site_packages_are_bound(tmp_path, monkeypatch):

@@ -219,11 +219,11 @@ def check_submission_size(folder: Path) -> None:
         if total > SUBMISSION_MAX_BYTES or count > SUBMISSION_MAX_FILES:
             break
     if total > SUBMISSION_MAX_BYTES or count > SUBMISSION_MAX_FILES:
-        more = "more than " if count > SUBMISSION_MAX_FILES else ""
-        raise GenbenchError(f"the submission folder {folder} holds {more}{count} files of {total / 2**20:.1f} MB (the "
-                            f"largest: {largest[1]}, {largest[0] / 2**20:.1f} MB); a submission carries code, not "
-                            f"data: at most {SUBMISSION_MAX_BYTES >> 20} MB in {SUBMISSION_MAX_FILES} files. Remove the data files "
-                            "(and caches such as __pycache__)")
+        # the walk stops at the first limit passed: what it counted is a lower bound ("more than 201" had 201)
+        raise GenbenchError(f"the submission folder {folder} holds at least {count} files of {total / 2**20:.1f} MB "
+                            f"(the largest: {largest[1]}, {largest[0] / 2**20:.1f} MB); a submission carries code, "
+                            f"not data: at most {SUBMISSION_MAX_BYTES >> 20} MB in {SUBMISSION_MAX_FILES} files. "
+                            "Remove the data files (and caches such as __pycache__)")
 
 
 @functools.lru_cache(maxsize=1)
