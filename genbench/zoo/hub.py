@@ -103,12 +103,11 @@ def bounded(seconds: float) -> Iterator[None]:
 
 
 def timed_out(e: BaseException | None) -> bool:
-    """Whether an exception is, or was caused by, a request that got no answer in time."""
-    import httpx2
-
+    """Whether an exception is, or was caused by, a request that got no answer in time (httpx's or httpx2's
+    TimeoutException, requests' Timeout, or a TimeoutError: whichever client this huggingface_hub uses)."""
     seen = 0
     while e is not None and seen < 20:
-        if isinstance(e, httpx2.TimeoutException):
+        if isinstance(e, TimeoutError) or any(c.__name__ in ("TimeoutException", "Timeout") for c in type(e).__mro__):
             return True
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False
