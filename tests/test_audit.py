@@ -824,3 +824,32 @@ def test_a_submission_entry_is_named_as_such_and_a_name_in_capitals_finds_its_me
                                          "submissions/gradient_noise_scale, not a registered measure")
     res = CliRunner().invoke(app, ["audit", "NORM.PATH"])
     assert "Did you mean 'norm.path'?" in str(res.exception)
+
+
+def test_reaudit_remakes_only_the_audit_block_of_a_record(fragility_zoo, digits_zoo, tmp_path):
+    """After the audit changed (the rounding rule), records were re-made whole, which needs the scored zoo and its
+    trainings; `leaderboard reaudit` needs only the audit zoo, and keeps the scores and values."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from genbench.cli import app
+    from genbench.entries.reaudit import reaudit_record
+    from genbench.entries.run import run_entry
+    rec = run_entry("norm.path", digits_zoo, audit_zoo=str(fragility_zoo.root), n_boot=50, progress=False)
+    fresh = rec["audit"]
+    stale = {**rec, "audit": {**fresh, "verdict": "robust", "checks": [], "missing": []}}
+    path = tmp_path / "digits-mlp" / "norm.path.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(stale))
+    res = CliRunner().invoke(app, ["leaderboard", "reaudit", "--results", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    new = json.loads(path.read_text())
+    assert new["audit"]["verdict"] == fresh["verdict"] != "robust"
+    assert new["audit"]["checks"] == json.loads(json.dumps(fresh["checks"]))
+    assert new["scores"] == json.loads(json.dumps(rec["scores"]))
+    assert new["values"] == json.loads(json.dumps(rec["values"]))
+    assert new["provenance"]["reaudited"]["command"] == "genbench leaderboard reaudit"
+    with pytest.raises(gb.GenbenchError, match=r"a submission's record: its audit runs in the sandbox; `genbench "
+                                               r"submit submissions/x` re-makes it"):
+        reaudit_record({**rec, "submission": {"path": "submissions/x"}})

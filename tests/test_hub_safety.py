@@ -205,7 +205,8 @@ def test_zoo_get_says_a_local_build_is_partial(canonical, hub_env, tmp_path, mon
     gb.build_zoo("digits-mlp", limit=2, progress=False)
     result = runner.invoke(app, ["zoo", "get", "digits-mlp"])
     text = str(result.exception)
-    assert isinstance(result.exception, gb.GenbenchError) and "partial build of digits-mlp (2 of 24 models)" in text, text
+    assert isinstance(result.exception, gb.GenbenchError), result.output
+    assert "partial build of digits-mlp (2 of 24 models)" in text, text
     assert "finish it with `genbench zoo build digits-mlp`" in text and "move the folder away" in text
 
 

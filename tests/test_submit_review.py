@@ -214,5 +214,5 @@ def test_importing_a_module_of_the_submissions_folder_names_the_fix(tmp_path):
         with pytest.raises(ModuleNotFoundError) as e:
             import_measure_file(tmp_path / "measure.py")
         said = _own_module(e.value, tmp_path / "measure.py")
-        assert (said == "; my_helpers_q7 is in the submission's folder, which is not on the import path: put its code in "
-                        "measure.py") if hint else said == ""
+        assert (said == "; my_helpers_q7 is in the submission's folder, which is not on the import path: put its "
+                        "code in measure.py") if hint else said == ""

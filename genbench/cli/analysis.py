@@ -298,9 +298,9 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
     except GenbenchError:
         if (folder := shipped_submission(measure)) is None:
             raise
-        raise GenbenchError(f"{measure} is the entry of the submission {folder}, not a registered measure: its audit is "
-                            f"in its records (the leaderboard's fragility column); `genbench submit {folder}` runs it "
-                            "again, audit included") from None
+        raise GenbenchError(f"{measure} is the entry of the submission {folder}, not a registered measure: its "
+                            "audit is in its records (the leaderboard's fragility column); `genbench submit "
+                            f"{folder}` runs it again, audit included") from None
     z = load_zoo(zoo)
     check_auditable(z)
     check_audit_zoo(z, allow_partial=allow_partial, flag="--allow-partial")

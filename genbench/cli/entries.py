@@ -163,6 +163,26 @@ def leaderboard_rescore(results: Optional[Path] = typer.Option(None, "--results"
     console.print(f"re-scored {len(written)} record(s) under {root}")
 
 
+@leaderboard_app.command("reaudit", epilog="Example: genbench leaderboard reaudit --results leaderboard/results "
+                                            "--measure norm.params")
+def leaderboard_reaudit(results: Optional[Path] = typer.Option(None, "--results", help="folder of records to "
+                                                               "re-audit in place (default: $GENBENCH_HOME/results)"),
+                        zoo: Optional[str] = typer.Option(None, "--zoo", help="one zoo's records (default: all)"),
+                        measure: list[str] = typer.Option([], "--measure", help="only these measures' records "
+                                                          "(repeatable; default: all)")) -> None:
+    """Re-audit records after the audit changed: each built-in measure's fragility audit run again on the audit zoo
+    its record names, its audit block replaced; scores and values are kept (the scored zoo is not needed)."""
+    from ..entries.reaudit import reaudit_folder
+    from ..paths import results_dir
+
+    root = results or results_dir()
+    if not root.is_dir():
+        raise GenbenchError(f"no folder of records at {root}: pass --results DIR")
+    written = reaudit_folder(root, zoo=zoo, measures=measure or None,
+                             say=lambda text: console.print(text, markup=False, highlight=False))
+    console.print(f"re-audited {len(written)} record(s) under {root}")
+
+
 @leaderboard_app.command("failed", epilog="Example: genbench leaderboard failed --remove")
 def leaderboard_failed(results: Optional[Path] = typer.Option(None, "--results", help="folder of records (default: "
                                                               "$GENBENCH_HOME/results)"),

@@ -1,0 +1,63 @@
+"""Records re-audited after the audit changed: each built-in measure's fragility audit run again on the audit zoo
+its record names, the record's audit block replaced. An audit depends on the measure and the audit zoo only, so
+neither the scored zoo nor the scores are needed (or touched); the provenance says when and by which genbench the
+audit was re-made. A submission's audit runs in its sandbox: `genbench submit` re-makes it."""
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..defaults import AUTO_AUDIT
+from ..errors import GenbenchError
+from ..fileio import json_safe, write_json_atomic
+from ..record import Record, git_commit
+from ..version import __version__
+
+COMMAND = "genbench leaderboard reaudit"
+
+
+def reaudit_record(rec: dict[str, Any], *, command: str = COMMAND, progress: bool = False) -> dict[str, Any] | None:
+    """The record with its audit block re-made by this genbench (None: it has no audit to re-make); a submission's
+    record is refused, naming the command that re-makes it."""
+    from ..scoring import audit
+    from ..zoo.storage import load_zoo
+    r = Record(rec)
+    zoo = (rec.get("audit") or {}).get("zoo") if isinstance(rec.get("audit"), dict) else None
+    if r.status != "ok" or not zoo:
+        return None
+    if rec.get("submission"):
+        folder = (rec["submission"] or {}).get("path", "its folder")
+        raise GenbenchError(f"{r.name} on {r.zoo_name} is a submission's record: its audit runs in the sandbox; "
+                            f"`genbench submit {folder}` re-makes it")
+    prov = rec.get("provenance") or {}
+    asked = prov.get("audit_zoo")  # the zoo as the run named it (a folder, or a name), else the audit's own name
+    where = load_zoo(str(asked) if isinstance(asked, str) and asked not in ("", AUTO_AUDIT) else str(zoo))
+    if where.name != zoo:
+        raise GenbenchError(f"the record of {r.name} on {r.zoo_name} was audited on {zoo!r}, but {asked!r} is now the "
+                            f"zoo {where.name!r}")
+    report = audit(rec["measure"], where, seed=int(prov.get("seed", 0)), progress=progress)
+    stamp = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "genbench_version": __version__, "git_commit": git_commit(), "command": command}
+    return {**rec, "audit": report.to_dict(), "provenance": {**prov, "reaudited": stamp}}
+
+
+def reaudit_folder(root: Path, *, zoo: str | None = None, measures: list[str] | None = None,
+                   say: Callable[[str], None] = lambda text: None) -> list[Path]:
+    """Re-audit, in place, the records under `root` (one zoo's when `zoo`, the named `measures`' when given); the
+    paths written. Records without an audit and failure records are left as they are."""
+    paths = sorted(root.glob(f"{zoo or '*'}/*.json"))
+    written = []
+    for path in paths:
+        rec = Record.read(path).data
+        if measures and rec.get("measure") not in measures:
+            continue
+        new = reaudit_record(rec)
+        if new is None:
+            say(f"{path}: no audit to re-make (not audited, or a failure record)")
+            continue
+        write_json_atomic(path, json_safe(new))  # in place, where the record was found
+        say(f"{path}: {Record(rec).verdict} -> {Record(new).verdict}")
+        written.append(path)
+    return written
