@@ -853,3 +853,16 @@ def test_reaudit_remakes_only_the_audit_block_of_a_record(fragility_zoo, digits_
     with pytest.raises(gb.GenbenchError, match=r"a submission's record: its audit runs in the sandbox; `genbench "
                                                r"submit submissions/x` re-makes it"):
         reaudit_record({**rec, "submission": {"path": "submissions/x"}})
+    # a folder goes on past a submission's record (skipped) and a record audited on another build (refused: the new
+    # block would cite this build and hide the swap); the command then exits 1, the other records re-made
+    sub = tmp_path / "digits-mlp" / "a_submission.json"
+    sub.write_text(json.dumps({**stale, "name": "a_submission", "submission": {"path": "submissions/x"}}))
+    other = tmp_path / "digits-mlp" / "norm.other.json"
+    other.write_text(json.dumps({**stale, "name": "norm.other", "audit": {**fresh, "zoo_table_sha256": "00" * 32}}))
+    path.write_text(json.dumps(stale))
+    res = CliRunner().invoke(app, ["leaderboard", "reaudit", "--results", str(tmp_path)])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 1 and "re-audited 1 record(s)" in flat and "1 could not be" in flat, flat
+    assert "a submission's record, skipped" in flat and "with table 000000000000, the one here has" in flat, flat
+    assert json.loads(path.read_text())["audit"]["verdict"] == fresh["verdict"]
+    assert json.loads(sub.read_text())["audit"]["verdict"] == "robust"  # left as it was

@@ -136,9 +136,12 @@ def test_leaderboard_push_leaves_exactly_the_records(hub, hub_env, tmp_path):
     for name in ("a", "b"):
         (results / "z" / f"{name}.json").write_text(json.dumps({"measure": name}))
     push_results(results, repo, api=api)
+    (hub.repo_dir(repo) / "README.md").write_text("a card written on the Hub\n")  # not a record: kept
+    git(hub.repo_dir(repo), "add", "-A")
+    git(hub.repo_dir(repo), "commit", "-q", "-m", "a card")
     (results / "z" / "b.json").unlink()
     push_results(results, repo, api=api)
-    assert repo_files(hub, repo) == ["z/a.json"]
+    assert repo_files(hub, repo) == ["README.md", "z/a.json"]
 
 
 CANONICAL = "genbench/digits-mlp"  # the repo `zoo get digits-mlp` downloads

@@ -54,7 +54,7 @@ class _ZooModel:
 
 
 @pytest.mark.parametrize("returned", ["312.08", b"1.5", True, np.bool_(False), np.array([True]), None, 10 ** 400,
-                                      object(), [1.0, 2.0], float("nan"), 2.5, 7, ["1.2"], [True], [1.0, None],
+                                      object(), [1.0, 2.0], float("nan"), 2.5, 7, ["1.2"], [True], [1.0, None], [True, 2.0],
                                       torch.tensor([1 + 2j])],
                          ids=lambda v: repr(v)[:12])
 def test_the_worker_refuses_a_value_as_the_harness_does(digits_zoo, returned):

@@ -178,9 +178,12 @@ def leaderboard_reaudit(results: Optional[Path] = typer.Option(None, "--results"
     root = results or results_dir()
     if not root.is_dir():
         raise GenbenchError(f"no folder of records at {root}: pass --results DIR")
-    written = reaudit_folder(root, zoo=zoo, measures=measure or None,
-                             say=lambda text: console.print(text, markup=False, highlight=False))
-    console.print(f"re-audited {len(written)} record(s) under {root}")
+    written, refused = reaudit_folder(root, zoo=zoo, measures=measure or None,
+                                      say=lambda text: console.print(text, markup=False, highlight=False))
+    console.print(f"re-audited {len(written)} record(s) under {root}"
+                  + (f"; {len(refused)} could not be (said above), left as they were" if refused else ""))
+    if refused:
+        raise typer.Exit(1)
 
 
 @leaderboard_app.command("failed", epilog="Example: genbench leaderboard failed --remove")

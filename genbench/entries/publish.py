@@ -26,5 +26,5 @@ def push_results(folder: str | Path, repo: str, *, private: bool = False, api: A
             raise GenbenchError(f"result record {root / rel} is not valid JSON ({e}); fix or remove it") from None
         if not isinstance(record, dict):
             raise GenbenchError(f"result record {root / rel} holds a {type(record).__name__}, not a JSON object")
-    return upload_files(root, parse_repo(repo), files, private=private, api=api,
-                   message=f"genbench {__version__}: {len(files)} result record(s)")
+    return upload_files(root, parse_repo(repo), files, private=private, api=api, replace="*.json",
+                        message=f"genbench {__version__}: {len(files)} result record(s)")

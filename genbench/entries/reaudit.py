@@ -37,6 +37,11 @@ def reaudit_record(rec: dict[str, Any], *, command: str = COMMAND, progress: boo
     if where.name != zoo:
         raise GenbenchError(f"the record of {r.name} on {r.zoo_name} was audited on {zoo!r}, but {asked!r} is now the "
                             f"zoo {where.name!r}")
+    cited = rec["audit"].get("zoo_table_sha256")
+    if cited and cited != where.table_sha256:  # another build: the new block would cite it and hide the swap
+        raise GenbenchError(f"the record of {r.name} on {r.zoo_name} was audited on a build of {zoo} with table "
+                            f"{str(cited)[:12]}, the one here has {where.table_sha256[:12]}: get that build "
+                            f"(`genbench zoo get {zoo}`, or rebuild it from its recipe) to re-audit the record")
     report = audit(rec["measure"], where, seed=int(prov.get("seed", 0)), progress=progress)
     stamp = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "genbench_version": __version__, "git_commit": git_commit(), "command": command}
@@ -44,20 +49,29 @@ def reaudit_record(rec: dict[str, Any], *, command: str = COMMAND, progress: boo
 
 
 def reaudit_folder(root: Path, *, zoo: str | None = None, measures: list[str] | None = None,
-                   say: Callable[[str], None] = lambda text: None) -> list[Path]:
-    """Re-audit, in place, the records under `root` (one zoo's when `zoo`, the named `measures`' when given); the
-    paths written. Records without an audit and failure records are left as they are."""
-    paths = sorted(root.glob(f"{zoo or '*'}/*.json"))
-    written = []
-    for path in paths:
-        rec = Record.read(path).data
-        if measures and rec.get("measure") not in measures:
+                   say: Callable[[str], None] = lambda text: None) -> tuple[list[Path], list[str]]:
+    """Re-audit, in place, the records under `root` (one zoo's when `zoo`, the named `measures`' when given): the
+    paths written, and why each record that could not be re-audited was not (it is left as it was, and the others
+    go on). Records without an audit, failure records and submissions' records are skipped, each said."""
+    written: list[Path] = []
+    refused: list[str] = []
+    for path in sorted(root.glob(f"{zoo or '*'}/*.json")):
+        try:
+            rec = Record.read(path).data
+            if measures and rec.get("measure") not in measures:
+                continue
+            if rec.get("submission"):
+                say(f"{path}: a submission's record, skipped (`genbench submit` re-makes its audit)")
+                continue
+            new = reaudit_record(rec)
+        except GenbenchError as e:
+            refused.append(f"{path}: {e}")
+            say(f"{path}: not re-audited: {e}")
             continue
-        new = reaudit_record(rec)
         if new is None:
             say(f"{path}: no audit to re-make (not audited, or a failure record)")
             continue
         write_json_atomic(path, json_safe(new))  # in place, where the record was found
         say(f"{path}: {Record(rec).verdict} -> {Record(new).verdict}")
         written.append(path)
-    return written
+    return written, refused

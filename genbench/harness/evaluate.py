@@ -41,8 +41,9 @@ def validate_value(m: Measure, out: Any) -> tuple[Any, str | None]:
         return None, "returned a boolean (True/False); a measure must return a finite number or array"
     try:
         raw = np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out)
-        if raw.dtype.kind in "USb" or (raw.dtype.kind == "O" and any(v is None or isinstance(v, (str, bytes, bool))
-                                                                    for v in raw.ravel())):
+        items = np.asarray(out, dtype=object).ravel() if isinstance(out, (list, tuple)) else ()  # [True, 2.0]: float64
+        if raw.dtype.kind in "USb" or any(v is None or isinstance(v, (str, bytes, bool, np.bool_)) for v in items) \
+                or (raw.dtype.kind == "O" and any(v is None or isinstance(v, (str, bytes, bool)) for v in raw.ravel())):
             return None, (f"returned a {type(out).__name__} holding strings, booleans or None; a measure must return "
                           "a finite number or array")  # float64 would read "1.5" as 1.5, True as 1 and None as nan
         if raw.dtype.kind == "c":  # float64 would drop the imaginary part with only numpy's warning

@@ -232,9 +232,11 @@ def table_tag(table_sha256: str) -> str:
     return f"table-{table_sha256[:16]}"
 
 
-def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None) -> Pushed:
-    """Create the dataset repo (if needed) and make it hold exactly `files` of `folder` (and .gitattributes): the
-    files an earlier push left there are deleted, so a repo never mixes two zoos (or two sets of records)."""
+def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool, message: str, api: Any = None,
+                 replace: str = "*") -> Pushed:
+    """Create the dataset repo (if needed) and upload `files` of `folder`; the repo's files matching `replace` that
+    are not among them (an earlier push's) are deleted, so a repo never mixes two zoos (or two sets of records). A
+    zoo replaces every file ('*', .gitattributes kept); records replace '*.json', keeping a card written on the Hub."""
     refuse_private(folder)  # a private training is never published (issue 43)
     api = api if api is not None else hub_api()
     size = sum((folder / f).stat().st_size for f in files)
@@ -242,7 +244,8 @@ def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool,
     seconds = PUSH_TIMEOUT_FACTOR * hub_timeout()
     try:
         with bounded(seconds):
-            commit = _upload(api, folder, repo_id, files, private=private, message=message, large=large)
+            commit = _upload(api, folder, repo_id, files, private=private, message=message, large=large,
+                             replace=replace)
     except Exception as e:  # authentication, permissions, network: one readable line
         if timed_out(e):
             raise silent_server(seconds) from None
@@ -253,23 +256,26 @@ def upload_files(folder: Path, repo_id: str, files: list[str], *, private: bool,
 
 
 def _upload(api: Any, folder: Path, repo_id: str, files: list[str], *, private: bool, message: str,
-            large: bool) -> str | None:
+            large: bool, replace: str) -> str | None:
     """create_repo, then upload_folder (or upload_large_folder: no commit known) of exactly `files`."""
     api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
     if large:
         api.upload_large_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
                                 allow_patterns=_exact(files), private=private)
-        _delete_stale(api, repo_id, files, message)
+        _delete_stale(api, repo_id, files, message, replace)
         return None
     info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
-                             allow_patterns=_exact(files), delete_patterns=["*"], commit_message=message)
+                             allow_patterns=_exact(files), delete_patterns=[replace], commit_message=message)
     return getattr(info, "oid", None)
 
 
-def _delete_stale(api: Any, repo_id: str, files: list[str], message: str) -> None:
-    """Delete the repo's files an earlier push left that are not among `files` (.gitattributes kept)."""
+def _delete_stale(api: Any, repo_id: str, files: list[str], message: str, replace: str = "*") -> None:
+    """Delete the repo's files matching `replace` that an earlier push left and are not among `files`
+    (.gitattributes kept)."""
+    import fnmatch
     keep = set(files) | {".gitattributes"}
-    stale = sorted(set(api.list_repo_files(repo_id, repo_type="dataset")) - keep)
+    stale = sorted(f for f in set(api.list_repo_files(repo_id, repo_type="dataset")) - keep
+                   if fnmatch.fnmatch(f, replace))
     if stale:
         api.delete_files(repo_id, delete_patterns=_exact(stale), repo_type="dataset",
                          commit_message=f"{message} (files of an earlier push removed)")
