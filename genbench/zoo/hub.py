@@ -24,7 +24,6 @@ from .storage import DATASET, MANIFEST, TABLE, Zoo, load_zoo
 SCHEME = "hf://"
 DEFAULT_REVISION = "main"
 CARD = "README.md"
-META_FILES = (MANIFEST, TABLE, CARD, DATASET)
 LARGE_UPLOAD_FILES = 2000          # above this many files (or bytes) a push uses upload_large_folder
 LARGE_UPLOAD_BYTES = 20 * 2**30
 PUSH_TIMEOUT_FACTOR = 10           # a push waits this many times hub_timeout() for an answer (commits take a while)
@@ -319,8 +318,7 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
         raise GenbenchError(f"{card} has no YAML front matter making {TABLE} the default config, so the table "
                             "would not open with datasets.load_dataset; delete it (genbench writes the standard "
                             f"card) or start it with:\n---\nconfigs:\n- config_name: default\n  data_files: {TABLE}\n---")
-    files = [f for f in META_FILES if (z.root / f).is_file() and (f != DATASET or DATASET in z.manifest["files"])]
-    files += [p for pair in zip(z.table["checkpoint"], z.table["init_checkpoint"]) for p in pair]
+    files = zoo_files(z)
     api = api if api is not None else hub_api()
     pushed = upload_files(z.root, repo_id, files, private=private, api=api,
                           message=f"genbench {__version__}: zoo {z.name} v{z.version}, {len(z)} models")
@@ -339,13 +337,18 @@ def push_zoo(zoo: str | Path, repo: str, *, private: bool = False, api: Any = No
     return pushed
 
 
+def zoo_files(zoo: Zoo) -> list[str]:
+    """Exactly the zoo's files, relative to its folder: zoo.json, its table and card where present, and every file it
+    records a sha256 of (the data zoo.json lists, the table's checkpoints); never a stray file of the folder."""
+    own = [f for f in (MANIFEST, TABLE, CARD) if (zoo.root / f).is_file()]
+    return list(dict.fromkeys(own + list(zoo.expected_files())))
+
+
 def copy_zoo_files(zoo: Zoo, dest: Path) -> None:
-    """Copy exactly the zoo's files (zoo.json, table, card, listed data, the table's checkpoints) into `dest`."""
+    """Copy exactly the zoo's files (zoo_files) into `dest`."""
     import shutil
 
-    rels = [f for f in (MANIFEST, TABLE, CARD) if (zoo.root / f).is_file()] + list(zoo.manifest["files"])
-    rels += [p for pair in zip(zoo.table["checkpoint"], zoo.table["init_checkpoint"]) for p in pair]
-    for rel in dict.fromkeys(rels):
+    for rel in zoo_files(zoo):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(zoo.root / rel, dest / rel)  # follows the HF cache's links
 

@@ -419,14 +419,19 @@ class Zoo:
         self.row(model_id)
         return self.pool.x_test, self.pool.y_test
 
-    def verify(self) -> list[str]:
-        """Re-hash every file; return one message per missing or corrupted file (empty: all good)."""
+    def expected_files(self) -> dict[str, str]:
+        """Every file the zoo records a sha256 of (the files zoo.json lists, both checkpoints of each model of its
+        table), relative to its folder, with that sha256."""
         expected = dict(self.manifest["files"])
         for _, row in self.table.iterrows():
             expected[row["checkpoint"]] = row["checkpoint_sha256"]
             expected[row["init_checkpoint"]] = row["init_sha256"]
+        return expected
+
+    def verify(self) -> list[str]:
+        """Re-hash every file; return one message per missing or corrupted file (empty: all good)."""
         problems = []
-        for rel, sha in sorted(expected.items()):
+        for rel, sha in sorted(self.expected_files().items()):
             try:
                 self._check_file(rel, sha)
             except GenbenchError as e:
@@ -436,7 +441,7 @@ class Zoo:
     def stray_files(self) -> list[str]:
         """Files of the folder that are no part of the zoo: checkpoints/ files its table does not cite, and a
         dataset.safetensors zoo.json does not list (left by an interrupted build, copied in, or another zoo's)."""
-        cited = set(self.table["checkpoint"]) | set(self.table["init_checkpoint"]) | set(self.manifest["files"])
+        cited = set(self.expected_files())
         folder = self.root / "checkpoints"
         found = [p.relative_to(self.root).as_posix() for p in folder.rglob("*")
                  if p.is_file()] if folder.is_dir() else []
