@@ -318,16 +318,10 @@ def audit_cmd(measure: str = typer.Argument(..., help="the measure to audit"),
 
 def shipped_submission(entry: str) -> str | None:
     """The folder of the shipped submission whose entry is `entry` (as its records say), or None."""
-    import json
-
     from ..paths import shipped_results_dir
+    from ..record import load_records
     root = shipped_results_dir()
-    for path in sorted(root.glob("*/*.json")) if root is not None else []:
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        sub = rec.get("submission") if isinstance(rec, dict) else None
-        if isinstance(sub, dict) and rec.get("measure") == entry and isinstance(sub.get("path"), str):
-            return sub["path"]
+    for r in load_records(root, skipped=[]) if root is not None else []:  # an unreadable record names no folder
+        if r.measure == entry and isinstance(r.submission_path, str):
+            return r.submission_path
     return None

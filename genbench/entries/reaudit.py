@@ -24,25 +24,24 @@ def reaudit_record(rec: dict[str, Any], *, command: str = COMMAND, progress: boo
     from ..scoring import audit
     from ..zoo.storage import load_zoo
     r = Record(rec)
-    zoo = (rec.get("audit") or {}).get("zoo") if isinstance(rec.get("audit"), dict) else None
-    if r.status != "ok" or not zoo:
+    zoo = r.audit_zoo
+    if not r.ok or not zoo:
         return None
-    if rec.get("submission"):
-        folder = (rec["submission"] or {}).get("path", "its folder")
+    if r.submission:
         raise GenbenchError(f"{r.name} on {r.zoo_name} is a submission's record: its audit runs in the sandbox; "
-                            f"`genbench submit {folder}` re-makes it")
-    prov = rec.get("provenance") or {}
+                            f"`genbench submit {r.submission_path or 'its folder'}` re-makes it")
+    prov = r.provenance
     asked = prov.get("audit_zoo")  # the zoo as the run named it (a folder, or a name), else the audit's own name
     where = load_zoo(str(asked) if isinstance(asked, str) and asked not in ("", AUTO_AUDIT) else str(zoo))
     if where.name != zoo:
         raise GenbenchError(f"the record of {r.name} on {r.zoo_name} was audited on {zoo!r}, but {asked!r} is now the "
                             f"zoo {where.name!r}")
-    cited = rec["audit"].get("zoo_table_sha256")
+    cited = r.audit.get("zoo_table_sha256")
     if cited and cited != where.table_sha256:  # another build: the new block would cite it and hide the swap
         raise GenbenchError(f"the record of {r.name} on {r.zoo_name} was audited on a build of {zoo} with table "
                             f"{str(cited)[:12]}, the one here has {where.table_sha256[:12]}: get that build "
                             f"(`genbench zoo get {zoo}`, or rebuild it from its recipe) to re-audit the record")
-    report = audit(rec["measure"], where, seed=int(prov.get("seed", 0)), progress=progress)
+    report = audit(r.measure, where, seed=int(prov.get("seed", 0)), progress=progress)
     stamp = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "genbench_version": __version__, "git_commit": git_commit(), "command": command}
     return {**rec, "audit": report.to_dict(), "provenance": {**prov, "reaudited": stamp}}
@@ -57,13 +56,13 @@ def reaudit_folder(root: Path, *, zoo: str | None = None, measures: list[str] | 
     refused: list[str] = []
     for path in sorted(root.glob(f"{zoo or '*'}/*.json")):
         try:
-            rec = Record.read(path).data
-            if measures and rec.get("measure") not in measures:
+            r = Record.read(path)
+            if measures and r.measure not in measures:
                 continue
-            if rec.get("submission"):
+            if r.submission:
                 say(f"{path}: a submission's record, skipped (`genbench submit` re-makes its audit)")
                 continue
-            new = reaudit_record(rec)
+            new = reaudit_record(r.data)
         except GenbenchError as e:
             refused.append(f"{path}: {e}")
             say(f"{path}: not re-audited: {e}")
@@ -72,6 +71,6 @@ def reaudit_folder(root: Path, *, zoo: str | None = None, measures: list[str] | 
             say(f"{path}: no audit to re-make (not audited, or a failure record)")
             continue
         write_json_atomic(path, json_safe(new))  # in place, where the record was found
-        say(f"{path}: {Record(rec).verdict} -> {Record(new).verdict}")
+        say(f"{path}: {r.verdict} -> {Record(new).verdict}")
         written.append(path)
     return written, refused

@@ -15,6 +15,7 @@ from ...zoo.storage import Zoo
 from .job import JobFolder
 from .supervise import BUDGET_FIX, Worker
 
+
 def entry_of(m: Measure, out: dict[str, Any], budget_s: float | None) -> dict[str, Any]:
     """The harness's entry (value, error, seconds, cache) for one raw outcome of the worker."""
     seconds = float(out["seconds"])
